@@ -1,0 +1,53 @@
+// Relays an Anthropic messages event stream unchanged, reading usage from message_start and the
+// cumulative message_delta as they pass.
+
+import { isObject, parseJson, stringAt } from '../json-read.ts';
+import { formatSse } from '../sse-parser.ts';
+import { SseStreamRelay } from '../stream-relay.ts';
+import type { SseEvent } from '../types.ts';
+import { AnthropicUsageAccumulator } from './usage-accumulator.ts';
+
+/**
+ * Only message_start, message_delta, message_stop and error are parsed; content_block_delta
+ * events (all but a handful of any stream) are forwarded without JSON.parse.
+ */
+export class MessagesStreamRelay extends SseStreamRelay {
+  private readonly acc: AnthropicUsageAccumulator;
+
+  constructor() {
+    super();
+    this.acc = new AnthropicUsageAccumulator();
+  }
+
+  protected onEvent(event: SseEvent): void {
+    const type = event.event;
+    if (type === 'message_start' || type === 'message_delta' || type === 'error') {
+      const payload = parseJson(event.data);
+      if (isObject(payload)) this.read(type, payload);
+    } else if (type === 'message_stop') {
+      this.completed = true;
+    }
+    this.emit(formatSse(event.event, event.data));
+  }
+
+  protected finish(): void {
+    // An Anthropic stream closes after message_stop; there is no terminator to add.
+  }
+
+  private read(type: string, payload: Record<string, unknown>): void {
+    if (type === 'message_start') {
+      const message = payload.message;
+      if (!isObject(message)) return;
+      this.upstreamId = stringAt(message, 'id');
+      this.upstreamModel = stringAt(message, 'model');
+      this.acc.add(message.usage);
+    } else if (type === 'message_delta') {
+      this.acc.add(payload.usage);
+    } else {
+      const error = payload.error;
+      this.errorMessage =
+        (isObject(error) ? stringAt(error, 'message') : null) ?? 'upstream stream error';
+    }
+    this.usage = this.acc.usage();
+  }
+}

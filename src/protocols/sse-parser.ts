@@ -1,0 +1,137 @@
+// Incremental Server-Sent-Events parser (WHATWG "event stream interpretation"): fed upstream bytes
+// in whatever chunks the socket delivers, it emits each complete event and keeps only the tail.
+
+import { TextDecoder } from 'node:util';
+import type { SseEvent } from './types.ts';
+
+const LF = 10;
+const COLON = 58;
+const SPACE = 32;
+
+export type SseListener = (event: SseEvent) => void;
+
+/**
+ * Feed it bytes; it calls `onEvent` once per complete event. Between chunks it holds only the
+ * unfinished last line and the event being built, never the stream so far, so a long stream costs
+ * the same per chunk at its end as at its start. `id:` and `retry:` fields are ignored (no
+ * upstream the gateway relays uses them).
+ */
+export class SseParser {
+  private readonly decoder: TextDecoder;
+  private readonly onEvent: SseListener;
+  /** The unfinished line carried over from the previous chunk. */
+  private tail: string;
+  /** A chunk ended on '\r': a '\n' opening the next chunk belongs to the same line break. */
+  private skipLeadingLf: boolean;
+  private eventType: string | null;
+  private data: string;
+  private hasData: boolean;
+
+  constructor(onEvent: SseListener) {
+    // stream: true in decode() keeps a multi-byte character split across chunks intact; the
+    // default ignoreBOM:false drops a leading BOM as the SSE spec asks.
+    this.decoder = new TextDecoder('utf-8');
+    this.onEvent = onEvent;
+    this.tail = '';
+    this.skipLeadingLf = false;
+    this.eventType = null;
+    this.data = '';
+    this.hasData = false;
+  }
+
+  feed(chunk: Uint8Array): void {
+    this.feedText(this.decoder.decode(chunk, { stream: true }));
+  }
+
+  /**
+   * The upstream ended. A last line without its line break, and an event without its closing
+   * blank line, are dispatched anyway: some upstreams close right after their final `data:` and
+   * that event is the one carrying usage, which billing must not lose.
+   */
+  end(): void {
+    const rest = this.decoder.decode();
+    if (rest.length > 0) this.feedText(rest);
+    if (this.tail.length > 0) {
+      const line = this.tail;
+      this.tail = '';
+      this.line(line);
+    }
+    this.dispatch();
+  }
+
+  private feedText(text: string): void {
+    const n = text.length;
+    let pos = 0;
+    if (this.skipLeadingLf) {
+      this.skipLeadingLf = false;
+      if (n > 0 && text.charCodeAt(0) === LF) pos = 1;
+    }
+    let lf = text.indexOf('\n', pos);
+    let cr = text.indexOf('\r', pos);
+    while (lf !== -1 || cr !== -1) {
+      const isCr = cr !== -1 && (lf === -1 || cr < lf);
+      const end = isCr ? cr : lf;
+      const piece = text.slice(pos, end);
+      let line = piece;
+      if (this.tail.length > 0) {
+        line = this.tail + piece;
+        this.tail = '';
+      }
+      pos = end + 1;
+      if (isCr) {
+        if (pos < n) {
+          if (text.charCodeAt(pos) === LF) pos++;
+        } else {
+          this.skipLeadingLf = true;
+        }
+      }
+      this.line(line);
+      if (lf !== -1 && lf < pos) lf = text.indexOf('\n', pos);
+      if (cr !== -1 && cr < pos) cr = text.indexOf('\r', pos);
+    }
+    if (pos < n) this.tail += pos === 0 ? text : text.slice(pos);
+  }
+
+  private line(line: string): void {
+    if (line.length === 0) {
+      this.dispatch();
+      return;
+    }
+    if (line.charCodeAt(0) === COLON) return; // comment, e.g. ": keep-alive"
+    const colon = line.indexOf(':');
+    let field: string;
+    let value: string;
+    if (colon === -1) {
+      field = line;
+      value = '';
+    } else {
+      field = line.slice(0, colon);
+      const start = line.charCodeAt(colon + 1) === SPACE ? colon + 2 : colon + 1;
+      value = line.slice(start);
+    }
+    if (field === 'data') {
+      this.data = this.hasData ? this.data + '\n' + value : value;
+      this.hasData = true;
+    } else if (field === 'event') {
+      this.eventType = value.length > 0 ? value : null;
+    }
+  }
+
+  private dispatch(): void {
+    if (this.hasData) {
+      const event: SseEvent = { event: this.eventType, data: this.data };
+      this.data = '';
+      this.hasData = false;
+      this.eventType = null;
+      this.onEvent(event);
+    } else {
+      this.eventType = null;
+    }
+  }
+}
+
+/** Frames one event for the client: `event: X\ndata: Y\n\n` (multi-line data split as SSE asks). */
+export function formatSse(event: string | null, data: string): string {
+  const body = data.includes('\n') ? data.split('\n').join('\ndata: ') : data;
+  return event === null ? `data: ${body}\n\n` : `event: ${event}\ndata: ${body}\n\n`;
+}

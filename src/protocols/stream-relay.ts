@@ -1,0 +1,80 @@
+// The one interface the relay drives for every streamed answer, native or translated: feed it the
+// upstream's bytes as they arrive, write what it returns, read usage when the stream is over.
+
+import { SseParser } from './sse-parser.ts';
+import type { SseEvent } from './types.ts';
+import type { Usage } from './usage.ts';
+
+export interface StreamRelay {
+  /** Feeds one upstream chunk; returns the text to write to the client now ('' when none). */
+  push(chunk: Uint8Array): string;
+  /**
+   * The upstream body ended normally (not cut): returns the closing text, e.g. the `data: [DONE]`
+   * a chat stream must end with when the upstream omitted it. Call once, after the last push.
+   */
+  end(): string;
+  /** Usage seen so far (final once the stream has ended); null when the upstream reported none. */
+  readonly usage: Usage | null;
+  /** performance.now() when the first event was handed to the client; null before that. */
+  readonly firstContentAt: number | null;
+  /** True once the upstream sent its own end marker ([DONE], message_stop, response.completed). */
+  readonly completed: boolean;
+  /** The message of an error event the upstream sent inside the stream, else null. */
+  readonly errorMessage: string | null;
+  readonly upstreamId: string | null;
+  readonly upstreamModel: string | null;
+}
+
+/**
+ * Shared plumbing: an SSE parser whose events a subclass turns into client text, appended to
+ * `out`, which push() returns and clears. One string per push means one socket write per chunk.
+ */
+export abstract class SseStreamRelay implements StreamRelay {
+  usage: Usage | null;
+  firstContentAt: number | null;
+  completed: boolean;
+  errorMessage: string | null;
+  upstreamId: string | null;
+  upstreamModel: string | null;
+  protected out: string;
+  private readonly parser: SseParser;
+
+  constructor() {
+    this.usage = null;
+    this.firstContentAt = null;
+    this.completed = false;
+    this.errorMessage = null;
+    this.upstreamId = null;
+    this.upstreamModel = null;
+    this.out = '';
+    this.parser = new SseParser((event) => this.onEvent(event));
+  }
+
+  push(chunk: Uint8Array): string {
+    this.parser.feed(chunk);
+    return this.take();
+  }
+
+  end(): string {
+    this.parser.end();
+    this.finish();
+    return this.take();
+  }
+
+  /** Appends client text; stamps the time of the first write. */
+  protected emit(text: string): void {
+    if (this.firstContentAt === null) this.firstContentAt = performance.now();
+    this.out += text;
+  }
+
+  protected abstract onEvent(event: SseEvent): void;
+
+  /** Called by end(): close whatever the upstream left open. */
+  protected abstract finish(): void;
+
+  private take(): string {
+    const text = this.out;
+    this.out = '';
+    return text;
+  }
+}

@@ -1,0 +1,25 @@
+// Opens the store the configuration asks for: Postgres when a URL is given, otherwise the
+// embedded PGlite in dataDir (in memory when dataDir is null). Migrates before returning.
+
+import { createPgDriver } from './pg-driver.ts';
+import { createPgliteDriver } from './pglite-driver.ts';
+import type { SqlStoreOptions } from './sql-store.ts';
+import { SqlStore } from './sql-store.ts';
+
+export interface OpenStoreOptions extends Omit<SqlStoreOptions, 'ownsDriver'> {
+  /** postgres://…; null = embedded PGlite. */
+  url: string | null;
+  /** PGlite data directory; null = in memory. Ignored with a url. */
+  dataDir: string | null;
+}
+
+export async function openStore(options: OpenStoreOptions): Promise<SqlStore> {
+  const driver =
+    options.url !== null
+      ? createPgDriver({ url: options.url })
+      : await createPgliteDriver(options.dataDir);
+  const storeOptions: SqlStoreOptions = { ownsDriver: true };
+  if (options.instanceId !== undefined) storeOptions.instanceId = options.instanceId;
+  if (options.heartbeatMs !== undefined) storeOptions.heartbeatMs = options.heartbeatMs;
+  return SqlStore.open(driver, storeOptions);
+}

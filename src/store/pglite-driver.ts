@@ -1,0 +1,42 @@
+// Driver over PGlite, the embedded Postgres (WASM) that is the default store: a data directory,
+// or memory when none is given. One connection, so PGlite itself serializes queries.
+
+import { mkdir } from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import type { Transaction } from '@electric-sql/pglite';
+import type { Driver, Queryable } from './driver.ts';
+import { toParams } from './driver.ts';
+
+const INT8_OID = 20;
+
+function queryable(db: PGlite | Transaction): Queryable {
+  return {
+    async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
+      const result = await db.query<T>(text, toParams(params));
+      return result.rows;
+    },
+    async exec(text: string): Promise<void> {
+      await db.exec(text);
+    },
+  };
+}
+
+/** dataDir null → in memory (tests); otherwise the directory is created if missing. */
+export async function createPgliteDriver(dataDir: string | null): Promise<Driver> {
+  if (dataDir !== null) await mkdir(dataDir, { recursive: true });
+  // PGlite parses int8 to a JS number by default, which loses nano-yuan above 2^53 (9e6 ¥).
+  const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
+  const db = await PGlite.create(dataDir === null ? { parsers } : { dataDir, parsers });
+  const base = queryable(db);
+  return {
+    kind: 'pglite',
+    query: base.query,
+    exec: base.exec,
+    transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
+      return db.transaction((tx) => fn(queryable(tx)));
+    },
+    async close(): Promise<void> {
+      await db.close();
+    },
+  };
+}
