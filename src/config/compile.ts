@@ -71,6 +71,18 @@ class Compiler {
   readonly opts: CompileOptions;
   readonly nowMs: number;
   readonly secrets: string[] = [];
+  /** "file\0pointer" of every schema error, and the ids of the items they broke. */
+  readonly brokenPointers = new Set<string>();
+  readonly brokenIds = new Set<string>();
+
+  /** True when a schema error lies at or below the pointer of this file. */
+  isBroken(file: LoadedFile, pointer: string): boolean {
+    for (const key of this.brokenPointers) {
+      const [f, p = ''] = key.split('\u0000');
+      if (f === file.file && (p === pointer || p.startsWith(pointer + '/'))) return true;
+    }
+    return false;
+  }
 
   constructor(opts: CompileOptions) {
     this.opts = opts;
@@ -125,12 +137,22 @@ class Compiler {
   }
 }
 
-function items<T>(files: readonly LoadedFile[], section: keyof ConfigFile): Item<T>[] {
+function items<T>(c: Compiler, files: readonly LoadedFile[], section: keyof ConfigFile): Item<T>[] {
   const out: Item<T>[] = [];
   for (const file of files) {
-    const list = (file.value as Record<string, unknown>)[section];
+    const list = (file.value as Record<string, unknown> | null)?.[section];
     if (!Array.isArray(list)) continue;
-    list.forEach((value, i) => out.push({ value: value as T, file, pointer: `/${section}/${i}` }));
+    list.forEach((value, i) => {
+      const pointer = `/${section}/${i}`;
+      if (!c.isBroken(file, pointer)) {
+        out.push({ value: value as T, file, pointer });
+        return;
+      }
+      const v = value as Record<string, unknown> | null;
+      for (const idField of ['id', 'name', 'family', 'model']) {
+        if (typeof v?.[idField] === 'string') c.brokenIds.add(v[idField]);
+      }
+    });
   }
   return out;
 }
@@ -138,8 +160,8 @@ function items<T>(files: readonly LoadedFile[], section: keyof ConfigFile): Item
 function single<T>(c: Compiler, files: readonly LoadedFile[], section: 'gateway' | 'limits'): Item<T> | null {
   let found: Item<T> | null = null;
   for (const file of files) {
-    const value = (file.value as Record<string, unknown>)[section];
-    if (value === undefined) continue;
+    const value = (file.value as Record<string, unknown> | null)?.[section];
+    if (value === undefined || c.isBroken(file, `/${section}`)) continue;
     const item: Item<T> = { value: value as T, file, pointer: `/${section}` };
     if (found !== null) {
       c.error(item, '', `"${section}" is already declared in ${found.file.file}; declare it once`);
@@ -417,23 +439,25 @@ function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
 export function compileConfig(loaded: LoadResult, opts: CompileOptions): CompileResult {
   const c = new Compiler(opts);
   c.diagnostics.push(...loaded.diagnostics);
-  const files: LoadedFile[] = [];
-  for (const file of loaded.files) {
+  // Items with schema errors are left out of the cross checks; their ids are remembered so a
+  // reference to them is not reported a second time as "does not exist".
+  const files = loaded.files;
+  for (const file of files) {
     const problems = validateFile(file);
-    if (problems.length > 0) c.diagnostics.push(...problems);
-    else files.push(file);
+    for (const { pointer: _pointer, ...d } of problems) c.diagnostics.push(d);
+    for (const p of problems) c.brokenPointers.add(`${file.file}\u0000${p.pointer}`);
   }
 
   const gateway = compileGateway(c, single<GatewaySettings>(c, files, 'gateway'));
   const limitsItem = single<LimitsConfig>(c, files, 'limits');
   const limits = compileLimits(limitsItem);
 
-  const modelItems = items<ModelConfig>(files, 'models');
-  const channelItems = items<ChannelConfig>(files, 'channels');
-  const priceItems = items<PriceConfig>(files, 'prices');
-  const windowItems = items<PeakWindowConfig>(files, 'peak_windows');
-  const campaignItems = items<CampaignConfig>(files, 'campaigns');
-  const reasoningItems = items<ReasoningFamilyConfig>(files, 'reasoning');
+  const modelItems = items<ModelConfig>(c, files, 'models');
+  const channelItems = items<ChannelConfig>(c, files, 'channels');
+  const priceItems = items<PriceConfig>(c, files, 'prices');
+  const windowItems = items<PeakWindowConfig>(c, files, 'peak_windows');
+  const campaignItems = items<CampaignConfig>(c, files, 'campaigns');
+  const reasoningItems = items<ReasoningFamilyConfig>(c, files, 'reasoning');
 
   checkDuplicates(c, modelItems, (m) => m.name, 'model');
   checkDuplicates(c, channelItems, (ch) => ch.id, 'channel id');
@@ -461,6 +485,7 @@ export function compileConfig(loaded: LoadResult, opts: CompileOptions): Compile
   const pricesByModel = new Map<string, Item<PriceConfig>[]>();
   for (const item of priceItems) {
     if (!modelNames.has(item.value.model)) {
+      if (c.brokenIds.has(item.value.model)) continue;
       c.error(item, '/model', `price for unknown model "${item.value.model}"`);
       continue;
     }
@@ -531,6 +556,7 @@ export function compileConfig(loaded: LoadResult, opts: CompileOptions): Compile
     m.channels.forEach((ref, i) => {
       const channel = channels.get(ref.channel);
       if (channel === undefined) {
+        if (c.brokenIds.has(ref.channel)) return;
         c.error(item, `/channels/${i}/channel`, `model "${m.name}" names channel "${ref.channel}", which does not exist`);
         return;
       }
@@ -588,7 +614,7 @@ export function compileConfig(loaded: LoadResult, opts: CompileOptions): Compile
     const priceList = pricesByModel.get(m.name);
     let prices: PriceEntry[] = [];
     if (priceList === undefined) {
-      c.error(item, '/name', `model "${m.name}" has no price`);
+      if (!c.brokenIds.has(m.name)) c.error(item, '/name', `model "${m.name}" has no price`);
     } else {
       prices = compilePrices(c, priceList, billing);
       if (prices.length > 0 && prices[0]!.effectiveFromMs > c.nowMs) {
@@ -617,7 +643,7 @@ export function compileConfig(loaded: LoadResult, opts: CompileOptions): Compile
         c.error(item, '/capabilities', `model "${m.name}" has the reasoning capability but no family to map reasoning_effort`);
       } else {
         reasoning = families.get(m.family) ?? null;
-        if (reasoning === null) {
+        if (reasoning === null && !c.brokenIds.has(m.family)) {
           c.error(item, '/family', `model "${m.name}" is in family "${m.family}", which has no reasoning mapping`);
         }
       }
@@ -648,7 +674,7 @@ export function compileConfig(loaded: LoadResult, opts: CompileOptions): Compile
   }
 
   for (const item of channelItems) {
-    if (!usedChannels.has(item.value.id)) c.error(item, '/id', `channel "${item.value.id}" serves no model`);
+    if (!usedChannels.has(item.value.id) && !c.brokenIds.has(item.value.id)) c.error(item, '/id', `channel "${item.value.id}" serves no model`);
   }
   for (const w of compiledWindows) {
     if (!windowUsed.has(w.entry.id)) c.warn(w.item, '/models', `peak window "${w.entry.id}" matches no model`);

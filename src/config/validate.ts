@@ -74,11 +74,11 @@ function describe(e: ErrorObject): { message: string; pointer: string; atKey: bo
 }
 
 /** Validates one loaded file; returns its diagnostics (empty when the file is well formed). */
-export function validateFile(file: LoadedFile): Diagnostic[] {
+export function validateFile(file: LoadedFile): (Diagnostic & { pointer: string })[] {
   const validate = getValidator();
   if (validate(file.value)) return [];
   const seen = new Set<string>();
-  const out: Diagnostic[] = [];
+  const out: (Diagnostic & { pointer: string })[] = [];
   for (const e of validate.errors ?? []) {
     // A union type (number | string) reports "type" once per branch; the schema's
     // pattern/type pair for decimals reports twice. One line per place and message is enough.
@@ -87,7 +87,7 @@ export function validateFile(file: LoadedFile): Diagnostic[] {
     if (seen.has(key)) continue;
     seen.add(key);
     const pos = (atKey ? file.keyPosition(pointer) : undefined) ?? file.nearest(pointer);
-    out.push({ severity: 'error', file: file.file, line: pos.line, col: pos.col, message });
+    out.push({ severity: 'error', file: file.file, line: pos.line, col: pos.col, message, pointer });
   }
   return out;
 }
