@@ -422,7 +422,7 @@ function compileReasoning(c: Compiler, item: Item<ReasoningFamilyConfig>): Reaso
   return { family: r.family, defaultEffort, params };
 }
 
-function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
+export function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
   if (value === null || typeof value !== 'object' || seen.has(value) || ArrayBuffer.isView(value)) return value;
   seen.add(value);
   if (value instanceof Map) {

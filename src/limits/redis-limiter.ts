@@ -42,7 +42,7 @@ export class RedisLimiter implements Limiter {
       this.windowMs,
       this.unique(),
     );
-    const [allowed, remaining, resetMs] = integers(reply, 3);
+    const [allowed, remaining, resetMs] = triple(reply);
     return {
       allowed: allowed === 1,
       limit,
@@ -188,8 +188,8 @@ function integer(reply: unknown): number {
   return reply;
 }
 
-function integers(reply: unknown, length: 3): [number, number, number] {
-  if (!Array.isArray(reply) || reply.length !== length) throw unexpected(reply);
+function triple(reply: unknown): [number, number, number] {
+  if (!Array.isArray(reply) || reply.length !== 3) throw unexpected(reply);
   return [integer(reply[0]), integer(reply[1]), integer(reply[2])];
 }
 

@@ -68,7 +68,11 @@ export function setAccountStatus(
   return updateCachedField(driver, id, 'status', status);
 }
 
-export function setAccountRealname(driver: Driver, id: string, verified: boolean): Promise<Account> {
+export function setAccountRealname(
+  driver: Driver,
+  id: string,
+  verified: boolean,
+): Promise<Account> {
   return updateCachedField(driver, id, 'realname_verified', verified);
 }
 

@@ -8,8 +8,7 @@ import type { ApiKey, KeyLookup, Store } from './store.ts';
 export type AuthFailure = 'unknown_key' | 'key_disabled' | 'key_expired' | 'account_disabled';
 
 export type AuthResult =
-  | { ok: true; key: ApiKey; realnameVerified: boolean }
-  | { ok: false; reason: AuthFailure };
+  { ok: true; key: ApiKey; realnameVerified: boolean } | { ok: false; reason: AuthFailure };
 
 export type KeySource = Pick<Store, 'findKeyByHash' | 'latestChangeSeq' | 'changesSince'>;
 

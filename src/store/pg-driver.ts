@@ -36,7 +36,9 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
 export function createPgDriver(options: PgDriverOptions): Driver {
   const pool = new pg.Pool({ connectionString: options.url, max: options.max ?? 10, types });
   // An idle client losing its connection must not crash the process; the next query reconnects.
-  pool.on('error', (err) => console.warn(`[store] idle postgres connection failed: ${err.message}`));
+  pool.on('error', (err) =>
+    console.warn(`[store] idle postgres connection failed: ${err.message}`),
+  );
   const base = queryable(pool);
   return {
     kind: 'pg',
@@ -44,16 +46,20 @@ export function createPgDriver(options: PgDriverOptions): Driver {
     exec: base.exec,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       const client = await pool.connect();
+      // A connection whose ROLLBACK failed is in an unknown state: the pool must discard it.
+      let broken: Error | undefined;
       try {
         await client.query('BEGIN');
         const result = await fn(queryable(client));
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
+        await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+          broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+        });
         throw err;
       } finally {
-        client.release();
+        client.release(broken);
       }
     },
     async close(): Promise<void> {

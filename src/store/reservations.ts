@@ -190,11 +190,7 @@ WITH r AS (
 )
 SELECT count(*)::int4 AS n FROM r`;
 
-async function recoverBatch(
-  driver: Driver,
-  instanceId: string,
-  staleMs: number,
-): Promise<number> {
+async function recoverBatch(driver: Driver, instanceId: string, staleMs: number): Promise<number> {
   return driver.transaction(async (tx) => {
     const doomed = await tx.query<{ request_id: string; account_id: string }>(DOOMED_SQL, [
       instanceId,

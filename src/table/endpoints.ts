@@ -29,6 +29,9 @@ export const PROTOCOLS: readonly Protocol[] = ['openai', 'anthropic'];
 
 /** Served as the client sent it (model name replaced). */
 export const NATIVE: Readonly<Record<Protocol, ReadonlySet<EndpointKind>>> = {
+  // JSON in, JSON out. Multipart (image edits/variations, transcriptions, translations), binary
+  // speech, the realtime websocket and the drawing/music task protocols have no adapter yet, so
+  // config that opens them fails validation instead of failing at request time.
   openai: new Set<EndpointKind>([
     'chat',
     'responses',
@@ -36,12 +39,6 @@ export const NATIVE: Readonly<Record<Protocol, ReadonlySet<EndpointKind>>> = {
     'embeddings',
     'rerank',
     'images_generations',
-    'images_edits',
-    'images_variations',
-    'audio_speech',
-    'audio_transcriptions',
-    'audio_translations',
-    'realtime',
     'moderations',
     'search',
     'video',

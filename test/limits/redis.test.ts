@@ -176,7 +176,17 @@ describe('when Redis is unreachable', () => {
     async function startRedis(port: number): Promise<ChildProcess> {
       const child = spawn(
         'redis-server',
-        ['--port', String(port), '--save', '', '--appendonly', 'no'],
+        // DEBUG SLEEP (off by default since Redis 7) stalls the server for the timeout test.
+        [
+          '--port',
+          String(port),
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--enable-debug-command',
+          'yes',
+        ],
         {
           stdio: 'ignore',
         },
@@ -241,6 +251,37 @@ describe('when Redis is unreachable', () => {
         expect(closedStates).toEqual(['degraded', 'ok']);
       } finally {
         await Promise.all([open.close(), closed.close()]);
+        await stopRedis(server);
+      }
+    });
+
+    it('serves from the fallback while a connected Redis stops answering, then returns', async () => {
+      const port = await freePort();
+      const server = await startRedis(port);
+      const states: LimiterState[] = [];
+      const limiter = createLimiter({
+        redisUrl: `redis://127.0.0.1:${port}`,
+        onUnreachable: 'fail_open',
+        onStateChange: (s) => states.push(s),
+      });
+      const admin = new Redis(port);
+      try {
+        expect((await limiter.hitRpm('rpm:stall', 2)).remaining).toBe(1);
+        const stalled = admin.call('DEBUG', 'SLEEP', '1');
+        await sleep(20);
+        // The command times out (250 ms); the hit is admitted by the local fallback instead.
+        expect((await limiter.hitRpm('rpm:stall', 2)).remaining).toBe(1);
+        expect(limiter.state()).toBe('degraded');
+        await stalled;
+        // One call per second probes Redis; once it answers, the shared limits apply again.
+        await waitFor(async () => {
+          await limiter.hitRpm('rpm:probe', 1000);
+          return limiter.state() === 'ok';
+        }, 10_000);
+        expect(states).toEqual(['degraded', 'ok']);
+      } finally {
+        await limiter.close();
+        await admin.quit();
         await stopRedis(server);
       }
     });

@@ -1,0 +1,170 @@
+// Builds a running gateway from a config directory: compile, open the store and limiter, start the
+// key cache, the demo upstream (when a channel uses builtin:demo), the app and the hot reloader.
+// `switchyard serve`, the tests and the benchmark all start the gateway through this one function.
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { registerAdminRoutes } from './admin/routes.ts';
+import { formatDiagnostic, sortDiagnostics, ConfigError } from './config/diagnostics.ts';
+import { TableHolder } from './config/reloader.ts';
+import { compileDir } from './config/source.ts';
+import { startDemoUpstream } from './demo/demo-upstream.ts';
+import { buildApp } from './http/app.ts';
+import { createLimiter } from './limits/create-limiter.ts';
+import type { GatewayLimiter } from './limits/resilient-limiter.ts';
+import { ChannelHealth } from './relay/channel-health.ts';
+import type { GatewayContext, RelayOptions } from './relay/context.ts';
+import { Upstreams } from './relay/upstreams.ts';
+import { KeyCache } from './store/key-cache.ts';
+import { openStore } from './store/open-store.ts';
+import type { Store } from './store/store.ts';
+import type { RoutingTable } from './table/types.ts';
+import { createTelemetry, type Telemetry } from './telemetry/gateway-telemetry.ts';
+
+export interface GatewayOptions {
+  configDir: string;
+  /** Overrides gateway.listen.port (0: an ephemeral port). */
+  port?: number | null;
+  host?: string | null;
+  /** Overrides gateway.store (tests: a shared in-memory store, or a pg schema URL). */
+  store?: Store | null;
+  /** Overrides the limiter (tests with a short RPM window, or shared Redis). */
+  limiter?: GatewayLimiter | null;
+  /** Watch config/ and hot-reload (default true). */
+  watch?: boolean;
+  /** pino level, or false for no logs (default: 'info'). */
+  logLevel?: string | false;
+  relay?: Partial<RelayOptions>;
+  /** Tracing exporter override: 'memory' in tests. */
+  tracing?: 'none' | 'otlp' | 'memory' | null;
+  keyPollMs?: number;
+  /** Store heartbeat (0 turns it off; default 5 s). */
+  heartbeatMs?: number;
+}
+
+export interface Gateway {
+  app: FastifyInstance;
+  url: string;
+  ctx: GatewayContext;
+  tables: TableHolder;
+  telemetry: Telemetry;
+  close(): Promise<void>;
+}
+
+function usesDemo(table: RoutingTable): boolean {
+  for (const ch of table.channels.values()) if (ch.baseUrl === 'builtin:demo') return true;
+  return false;
+}
+
+export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
+  const compiled = await compileDir(opts.configDir, 'serve');
+  if (compiled.table === null) throw new ConfigError(sortDiagnostics(compiled.diagnostics));
+  const table = compiled.table;
+  const g = table.gateway;
+  const telemetry = createTelemetry({
+    exporter: opts.tracing ?? g.telemetry.exporter,
+    otlpEndpoint: g.telemetry.otlpEndpoint,
+    serviceName: g.telemetry.serviceName,
+    logLevel: opts.logLevel === undefined ? 'info' : opts.logLevel,
+  });
+  const log = telemetry.logger;
+  for (const d of sortDiagnostics(compiled.diagnostics)) log.warn(formatDiagnostic(d));
+
+  const ownsStore = opts.store === undefined || opts.store === null;
+  const store =
+    opts.store ??
+    (await openStore({ url: g.store.url, dataDir: g.store.dataDir, ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }) }));
+  const ownsLimiter = opts.limiter === undefined || opts.limiter === null;
+  const limiter =
+    opts.limiter ??
+    createLimiter({
+      redisUrl: g.redis.url,
+      onUnreachable: g.redis.onUnreachable,
+      onStateChange: (state, error) => {
+        telemetry.metrics.limiterDegraded(state === 'degraded');
+        if (state === 'degraded') log.error({ err: error }, `Redis unreachable: limits ${g.redis.onUnreachable === 'fail_open' ? 'fall back to this process' : 'refuse requests (503)'}`);
+        else log.info('Redis reachable again: shared limits restored');
+      },
+    });
+  const keys = new KeyCache(store, opts.keyPollMs === undefined ? {} : { pollMs: opts.keyPollMs });
+  await keys.start();
+
+  const upstreams = new Upstreams();
+  const demo = usesDemo(table) ? await startDemoUpstream() : null;
+  if (demo !== null) upstreams.demoBaseUrl = demo.url;
+
+  const health = new ChannelHealth();
+  health.onChange = (id, cooling) => telemetry.metrics.channelCooling(id, cooling);
+
+  const tables = new TableHolder(opts.configDir, table, {
+    onSwap: (next, previous) => {
+      upstreams.prune(next);
+      telemetry.configVersion(next.version, true);
+      log.info({ version: next.version, previous: previous.version }, 'config reloaded');
+    },
+    onFailure: (message) => {
+      telemetry.configVersion(tables.current.version, false);
+      log.error({ version: tables.current.version }, `config reload failed; still serving the previous table:\n${message}`);
+    },
+  });
+  telemetry.configVersion(table.version, null);
+
+  const ctx: GatewayContext = {
+    tables,
+    store,
+    keys,
+    limiter,
+    upstreams,
+    health,
+    observe: (requestId, route, method, headers) => telemetry.observe(requestId, route, method, headers, tables.current.version),
+    log,
+    relay: { maxAttempts: opts.relay?.maxAttempts ?? 3, backoffMs: opts.relay?.backoffMs ?? 25 },
+    inflight: new Set(),
+  };
+
+  const app = buildApp(ctx, { logger: log, bodyLimit: g.bodyLimitBytes }, (app) => {
+    app.get('/health', async () => ({
+      status: 'ok',
+      config: tables.status,
+      store: store.backend,
+      limiter: limiter.state(),
+      channels: health.snapshot(Date.now()),
+    }));
+    telemetry.registerMetricsRoute(app, () => tables.current.gateway.metrics, {
+      slotsInUse: async (id) => limiter.slotsInUse(id),
+      channels: () => [...tables.current.channels.values()].filter((c) => c.capacity !== null).map((c) => c.id),
+    });
+    registerAdminRoutes(app, {
+      store,
+      limiter,
+      table: () => tables.current,
+      status: () => ({ ...tables.status, health: health.snapshot(Date.now()), limiter: limiter.state(), instance: store.instanceId }),
+    });
+  });
+
+  await app.listen({ host: opts.host ?? g.listen.host, port: opts.port ?? g.listen.port });
+  const address = app.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  if (opts.watch !== false) await tables.watch();
+
+  let closed = false;
+  return {
+    app,
+    url: `http://${host}:${address.port}`,
+    ctx,
+    tables,
+    telemetry,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await tables.close();
+      await app.close();
+      await Promise.allSettled([...ctx.inflight]);
+      keys.stop();
+      await upstreams.close();
+      await demo?.close();
+      if (ownsLimiter) await limiter.close();
+      if (ownsStore) await store.close();
+      await telemetry.shutdown();
+    },
+  };
+}

@@ -1,0 +1,211 @@
+// For one (endpoint, candidate channel): the upstream call to make and how to turn its answer into
+// the client's, natively or through a translation. The only place that picks protocol adapters.
+import { anthropicHeaders } from '../protocols/anthropic/headers.ts';
+import { mapMessagesRequest } from '../protocols/anthropic/messages-request.ts';
+import { readMessagesResponse } from '../protocols/anthropic/messages-response.ts';
+import { MessagesStreamRelay } from '../protocols/anthropic/messages-stream-relay.ts';
+import { mapChatRequest } from '../protocols/openai/chat-request.ts';
+import { readChatResponse } from '../protocols/openai/chat-response.ts';
+import { ChatStreamRelay } from '../protocols/openai/chat-stream-relay.ts';
+import { readEmbeddingsResponse } from '../protocols/openai/embeddings.ts';
+import { openAiHeaders } from '../protocols/openai/headers.ts';
+import { readImagesResponse } from '../protocols/openai/images.ts';
+import { mapResponsesRequest, readResponsesResponse } from '../protocols/openai/responses.ts';
+import { ResponsesStreamRelay } from '../protocols/openai/responses-stream-relay.ts';
+import type { StreamRelay } from '../protocols/stream-relay.ts';
+import { anthropicResponseToChat } from '../protocols/translate/anthropic-response-to-chat.ts';
+import { AnthropicToChatStream } from '../protocols/translate/anthropic-stream-to-chat.ts';
+import { chatRequestToAnthropic } from '../protocols/translate/chat-request-to-anthropic.ts';
+import { messagesRequestToOpenAi } from '../protocols/translate/messages-request-to-openai.ts';
+import { openAiResponseToMessages } from '../protocols/translate/openai-response-to-messages.ts';
+import { OpenAiToMessagesStream } from '../protocols/translate/openai-stream-to-messages.ts';
+import type { ChatRequest, JsonObject, MessagesRequest } from '../protocols/types.ts';
+import { usageFromOpenAiChat, type Usage } from '../protocols/usage.ts';
+import type { EndpointKind } from '../table/endpoints.ts';
+import type { Candidate, Effort, ModelEntry } from '../table/types.ts';
+
+export interface Finished {
+  /** The client's response body. */
+  text: string;
+  usage: Usage | null;
+  upstreamId: string | null;
+  upstreamModel: string | null;
+  /** Images returned (per-image billing); 0 elsewhere. */
+  images: number;
+}
+
+export interface UpstreamPlan {
+  /** Path under the channel's base path, e.g. "/chat/completions". */
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  stream: boolean;
+  /** Non-stream: maps the upstream's JSON answer; null when it is not the expected object. */
+  finish(json: unknown): Finished | null;
+  /** Stream: a fresh incremental relay for this attempt. */
+  relay(): StreamRelay;
+}
+
+export interface PlanInput {
+  endpoint: EndpointKind;
+  candidate: Candidate;
+  model: ModelEntry;
+  body: JsonObject;
+  effort: Effort | null;
+  wantsUsage: boolean;
+  apiKey: string;
+  /** Client's anthropic-beta header, forwarded to Anthropic upstreams. */
+  anthropicBeta: string | null;
+}
+
+function reasoningParams(input: PlanInput): Record<string, unknown> | null {
+  const r = input.model.reasoning;
+  if (r === null) return null;
+  const effort = input.effort ?? r.defaultEffort;
+  return (r.params[effort][input.candidate.channel.protocol] as Record<string, unknown> | null) ?? null;
+}
+
+function headersFor(input: PlanInput): Record<string, string> {
+  const ch = input.candidate.channel;
+  const base =
+    ch.protocol === 'anthropic'
+      ? anthropicHeaders(input.apiKey, input.anthropicBeta)
+      : { ...openAiHeaders(input.apiKey), 'content-type': 'application/json' };
+  return Object.keys(ch.headers).length === 0 ? base : { ...base, ...ch.headers };
+}
+
+const PASSTHROUGH_PATHS: Partial<Record<EndpointKind, string>> = {
+  completions: '/completions',
+  rerank: '/rerank',
+  audio_speech: '/audio/speech',
+  moderations: '/moderations',
+  search: '/alpha/search',
+  video: '/video/generations',
+};
+
+function json(value: unknown): string {
+  return JSON.stringify(value);
+}
+
+export function planFor(input: PlanInput): UpstreamPlan {
+  const { candidate, body } = input;
+  const upstreamModel = candidate.upstreamModel;
+  const headers = headersFor(input);
+  const params = reasoningParams(input);
+  const publicName = input.model.name;
+
+  switch (input.endpoint) {
+    case 'chat': {
+      if (candidate.channel.protocol === 'anthropic') {
+        const t = chatRequestToAnthropic(body as unknown as ChatRequest, upstreamModel, params, input.model.maxOutputTokens);
+        return {
+          path: '/messages',
+          headers,
+          body: json(t.body),
+          stream: t.stream,
+          finish(answer) {
+            const chat = anthropicResponseToChat(answer, publicName);
+            if (chat === null) return null;
+            const info = readMessagesResponse(answer);
+            return { text: json(chat), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+          },
+          relay: () => new AnthropicToChatStream(t.clientWantsUsage, publicName),
+        };
+      }
+      const m = mapChatRequest(body as unknown as ChatRequest, upstreamModel, params);
+      return {
+        path: '/chat/completions',
+        headers,
+        body: json(m.body),
+        stream: m.stream,
+        finish(answer) {
+          const info = readChatResponse(answer);
+          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+        },
+        relay: () => new ChatStreamRelay(m.clientWantsUsage),
+      };
+    }
+    case 'messages': {
+      if (candidate.channel.protocol === 'openai') {
+        const t = messagesRequestToOpenAi(body as unknown as MessagesRequest, upstreamModel, params);
+        return {
+          path: '/chat/completions',
+          headers,
+          body: json(t.body),
+          stream: t.stream,
+          finish(answer) {
+            const message = openAiResponseToMessages(answer, publicName);
+            if (message === null) return null;
+            const info = readChatResponse(answer);
+            return { text: json(message), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+          },
+          relay: () => new OpenAiToMessagesStream(publicName),
+        };
+      }
+      const m = mapMessagesRequest(body as unknown as MessagesRequest, upstreamModel, params);
+      return {
+        path: '/messages',
+        headers,
+        body: json(m.body),
+        stream: m.stream,
+        finish(answer) {
+          const info = readMessagesResponse(answer);
+          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+        },
+        relay: () => new MessagesStreamRelay(),
+      };
+    }
+    case 'responses': {
+      const m = mapResponsesRequest(body, upstreamModel, params);
+      return {
+        path: '/responses',
+        headers,
+        body: json(m.body),
+        stream: m.stream,
+        finish(answer) {
+          const info = readResponsesResponse(answer);
+          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+        },
+        relay: () => new ResponsesStreamRelay(),
+      };
+    }
+    case 'embeddings':
+      return nonStream('/embeddings', headers, { ...body, model: upstreamModel }, (answer) => {
+        const info = readEmbeddingsResponse(answer);
+        return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+      });
+    case 'images_generations':
+      return nonStream('/images/generations', headers, { ...body, model: upstreamModel }, (answer) => {
+        const info = readImagesResponse(answer);
+        return { text: json(answer), usage: info.usage, upstreamId: null, upstreamModel: null, images: info.images };
+      });
+    default: {
+      const path = PASSTHROUGH_PATHS[input.endpoint] ?? `/${input.endpoint}`;
+      return nonStream(path, headers, { ...body, model: upstreamModel, stream: false }, (answer) => ({
+        text: json(answer),
+        usage: usageFromOpenAiChat((answer as JsonObject | null)?.usage),
+        upstreamId: null,
+        upstreamModel: null,
+        images: 0,
+      }));
+    }
+  }
+}
+
+function nonStream(
+  path: string,
+  headers: Record<string, string>,
+  body: JsonObject,
+  finish: (answer: unknown) => Finished | null,
+): UpstreamPlan {
+  return {
+    path,
+    headers,
+    body: json(body),
+    stream: false,
+    finish,
+    relay: () => {
+      throw new Error(`${path} does not stream`);
+    },
+  };
+}

@@ -1,0 +1,626 @@
+// The per-request pipeline of a model route (DESIGN "the two flows"): admit (auth happened in the
+// app), resolve, validate, limit, price at entry and reserve, then try candidate channels until one
+// answers, relay the answer or stream, and settle from the usage it reported.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { errors as undiciErrors, type Dispatcher } from 'undici';
+import { imageCost, tokenCost, tokenReservation } from '../billing/meter.ts';
+import { priceAtEntry, snapshotRecord, type PriceSnapshot } from '../billing/price-at-entry.ts';
+import type { Nano } from '../billing/money.ts';
+import type { EndpointDef } from '../http/endpoints.ts';
+import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
+import type { StreamRelay } from '../protocols/stream-relay.ts';
+import type { JsonObject } from '../protocols/types.ts';
+import type { Usage } from '../protocols/usage.ts';
+import { keyAllowsModel } from '../store/model-patterns.ts';
+import type { SettleStatus } from '../store/store.ts';
+import type { EndpointKind } from '../table/endpoints.ts';
+import type { Candidate, ModelEntry, Route, RoutingTable } from '../table/types.ts';
+import { orderCandidates } from './channel-choice.ts';
+import type { GatewayContext } from './context.ts';
+import { estimateInputTokens, inputTokenBound } from './estimate.ts';
+import type { AttemptOutcome, RequestObserver } from './observer.ts';
+import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
+import {
+  isObj,
+  modelOf,
+  validateChat,
+  validateImages,
+  validateMessages,
+  validateResponses,
+  type ChatFacts,
+} from './validate-body.ts';
+
+/** Who is calling, as the app's authentication found it. */
+export interface Caller {
+  keyId: string;
+  accountId: string;
+  allowedModels: readonly string[] | null;
+  realnameVerified: boolean;
+  /** The blacklist source of this request ("ip:…" or "key:…"). */
+  source: string;
+}
+
+interface Admitted {
+  model: ModelEntry;
+  route: Route;
+  body: JsonObject;
+  facts: ChatFacts;
+  snapshot: PriceSnapshot;
+  reservedNano: Nano;
+  imageSize: string | null;
+  imageCount: number;
+}
+
+export function styleOf(def: EndpointDef): ErrorStyle {
+  return def.kind === 'messages' ? 'anthropic' : 'openai';
+}
+
+/** Resolves the model and endpoint; unknown model or closed endpoint is 404 naming both. */
+export function resolveRoute(table: RoutingTable, modelName: string, endpoint: EndpointKind): { model: ModelEntry; route: Route } {
+  const model = table.models.get(modelName);
+  if (model === undefined) throw new GatewayError('model_not_found', `model "${modelName}" does not exist`);
+  const route = model.routes.get(endpoint);
+  if (route === undefined) {
+    throw new GatewayError(
+      'model_not_found',
+      `model "${modelName}" is not open for the ${endpoint} endpoint (open: ${model.endpoints.join(', ')})`,
+    );
+  }
+  return { model, route };
+}
+
+const NO_FACTS: ChatFacts = { stream: false, wantsUsage: false, maxTokens: null, imageBlocks: 0, effort: null };
+
+function validate(endpoint: EndpointKind, body: JsonObject, model: ModelEntry): { facts: ChatFacts; size: string | null; n: number } {
+  switch (endpoint) {
+    case 'chat':
+      return { facts: validateChat(body, model), size: null, n: 0 };
+    case 'messages':
+      return { facts: validateMessages(body, model), size: null, n: 0 };
+    case 'responses':
+      return { facts: validateResponses(body, model), size: null, n: 0 };
+    case 'images_generations': {
+      const sizes = model.billing === 'image' ? [...(model.prices.at(-1)?.perImage?.keys() ?? [])] : ['1024x1024', '1024x1536', '1536x1024', '512x512', '256x256'];
+      const img = validateImages(body, model, sizes);
+      return { facts: NO_FACTS, size: img.size, n: img.n };
+    }
+    default:
+      if (body.stream === true) throw new GatewayError('invalid_parameter_error', `stream is not supported on the ${endpoint} endpoint`);
+      return { facts: NO_FACTS, size: null, n: 0 };
+  }
+}
+
+async function admit(
+  ctx: GatewayContext,
+  table: RoutingTable,
+  def: EndpointDef,
+  caller: Caller,
+  rawBody: unknown,
+  bodyBytes: number,
+  requestId: string,
+  obs: RequestObserver,
+  nowMs: number,
+  reply: FastifyReply,
+): Promise<Admitted> {
+  const endpoint = def.kind!;
+  let modelName: string;
+  try {
+    modelName = modelOf(rawBody);
+  } catch (err) {
+    obs.rejected('validation', 'invalid_parameter_error');
+    throw err;
+  }
+  obs.identify({ accountId: caller.accountId, keyId: caller.keyId, model: modelName });
+  let resolved: { model: ModelEntry; route: Route };
+  try {
+    resolved = resolveRoute(table, modelName, endpoint);
+  } catch (err) {
+    obs.rejected('routing', 'model_not_found');
+    throw err;
+  }
+  const { model, route } = resolved;
+  if (!keyAllowsModel(caller.allowedModels, model.name)) {
+    obs.rejected('permission', 'no_access_to_model');
+    throw new GatewayError('no_access_to_model', `this API key may not use model "${model.name}"`);
+  }
+  if (model.realnameRequired && !caller.realnameVerified) {
+    obs.rejected('permission', 'realname_required');
+    throw new GatewayError('realname_required', `model "${model.name}" requires real-name verification of the account`);
+  }
+  const body = rawBody as JsonObject;
+  let checked: { facts: ChatFacts; size: string | null; n: number };
+  try {
+    checked = validate(endpoint, body, model);
+  } catch (err) {
+    obs.rejected('validation', 'invalid_parameter_error');
+    throw err;
+  }
+
+  // Per-model requests per minute, in the configured scope.
+  if (model.rpm !== null) {
+    const scope = table.limits.rpmScope;
+    const bucket =
+      scope === 'platform' ? `rpm:${model.name}` : scope === 'key' ? `rpm:${model.name}:key:${caller.keyId}` : `rpm:${model.name}:acct:${caller.accountId}`;
+    const r = await ctx.limiter.hitRpm(bucket, model.rpm);
+    const headers: Record<string, string> = {
+      'x-ratelimit-limit-requests': String(r.limit),
+      'x-ratelimit-remaining-requests': String(r.remaining),
+      'x-ratelimit-reset-requests': `${Math.ceil(r.resetMs / 1000)}s`,
+    };
+    if (!r.allowed) {
+      obs.rejected('rpm', 'rate_limited');
+      await strike(ctx, table, caller.source, 'rate_limited');
+      throw new GatewayError('rate_limited', `rate limit of ${model.rpm} requests per minute reached for model "${model.name}"`, {
+        ...headers,
+        'retry-after': String(r.retryAfterSeconds),
+      });
+    }
+    reply.headers(headers);
+  }
+
+  // Price at entry, and reserve an upper bound of the cost.
+  const snapshot = priceAtEntry(model, caller.accountId, nowMs);
+  if (snapshot === null) {
+    obs.rejected('routing', 'model_not_found');
+    throw new GatewayError('model_not_found', `model "${model.name}" has no price in force`);
+  }
+  let reservedNano: Nano;
+  if (endpoint === 'images_generations' && model.billing === 'image') {
+    reservedNano = imageCost(checked.size ?? '', checked.n, snapshot) ?? 0n;
+  } else {
+    const maxOut = checked.facts.maxTokens ?? model.maxOutputTokens;
+    reservedNano = tokenReservation(inputTokenBound(bodyBytes, checked.facts.imageBlocks), maxOut, snapshot);
+  }
+  let reserved;
+  try {
+    reserved = await ctx.store.reserve({ requestId, accountId: caller.accountId, keyId: caller.keyId, model: model.name, endpoint, amountNano: reservedNano });
+  } catch (err) {
+    ctx.log.error({ err, reqId: requestId }, 'store reserve failed');
+    throw new GatewayError('service_unavailable', 'the account store is unavailable; try again shortly');
+  }
+  if (reserved !== 'ok') {
+    obs.rejected('balance', reserved === 'insufficient' ? 'insufficient_user_quota' : 'account_disabled');
+    throw reserved === 'insufficient' ? new GatewayError('insufficient_user_quota') : new GatewayError('account_disabled');
+  }
+  obs.admitted();
+  return { model, route, body, facts: checked.facts, snapshot, reservedNano, imageSize: checked.size, imageCount: checked.n };
+}
+
+/** Counts a strike for the blacklist rules on this event; trips the ban when a rule says so. */
+export async function strike(ctx: GatewayContext, table: RoutingTable, source: string, on: 'auth_failure' | 'rate_limited'): Promise<void> {
+  for (const rule of table.limits.blacklistRules) {
+    if (rule.on !== on) continue;
+    try {
+      await ctx.limiter.recordStrike(source, { name: on, max: rule.max, windowMs: rule.windowMs, banMs: rule.banMs });
+    } catch (err) {
+      ctx.log.warn({ err }, 'blacklist strike not recorded');
+    }
+  }
+}
+
+interface AttemptFailure {
+  outcome: AttemptOutcome;
+  status: number | null;
+  message: string;
+  /** The request itself was at fault (an upstream 4xx): answer now, do not fail over. */
+  clientFault: boolean;
+}
+
+function classify(err: unknown): AttemptFailure {
+  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
+    return { outcome: 'timeout', status: null, message: 'the upstream did not answer in time', clientFault: false };
+  }
+  if (err instanceof undiciErrors.ConnectTimeoutError) {
+    return { outcome: 'timeout', status: null, message: 'connecting to the upstream timed out', clientFault: false };
+  }
+  const code = (err as { code?: string }).code ?? '';
+  return { outcome: 'connect_error', status: null, message: `upstream connection failed (${code || 'error'})`, clientFault: false };
+}
+
+function retryAfterMs(headers: Dispatcher.ResponseData['headers']): number | null {
+  const v = headers['retry-after'];
+  const text = Array.isArray(v) ? v[0] : v;
+  if (text === undefined) return null;
+  const secs = Number(text);
+  if (Number.isFinite(secs)) return Math.max(0, secs * 1000);
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+function upstreamReason(text: string): string {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (isObj(parsed)) {
+      const e = parsed.error;
+      if (isObj(e) && typeof e.message === 'string') return e.message;
+      if (typeof parsed.message === 'string') return parsed.message;
+    }
+  } catch {
+    // not JSON: use the text itself
+  }
+  return text.slice(0, 300);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+interface StreamStarted {
+  kind: 'stream';
+  candidate: Candidate;
+  plan: UpstreamPlan;
+  relay: StreamRelay;
+  response: Dispatcher.ResponseData;
+  iterator: AsyncIterator<Buffer>;
+  first: string;
+  release: () => Promise<void>;
+}
+
+interface Answered {
+  kind: 'answer';
+  candidate: Candidate;
+  finished: Finished;
+  status: number;
+}
+
+/** Outcome of the attempts loop: a started stream, a full answer, or the error to return. */
+type Dispatched = StreamStarted | Answered | { kind: 'error'; error: GatewayError };
+
+async function dispatch(
+  ctx: GatewayContext,
+  admitted: Admitted,
+  endpoint: EndpointKind,
+  req: FastifyRequest,
+  requestId: string,
+  obs: RequestObserver,
+  signal: AbortSignal,
+): Promise<Dispatched> {
+  const nowMs = Date.now();
+  const candidates = orderCandidates(admitted.route, ctx.health, nowMs);
+  const started = performance.now();
+  let attempts = 0;
+  let full = 0;
+  let lastFailure: AttemptFailure | null = null;
+  const beta = req.headers['anthropic-beta'];
+  for (const candidate of candidates) {
+    if (attempts >= ctx.relay.maxAttempts || signal.aborted) break;
+    const channel = candidate.channel;
+    // Capacity: a full channel is skipped; its slot is held until the answer or stream ends.
+    let lease = null;
+    if (channel.capacity !== null) {
+      lease = await ctx.limiter.acquireSlot(channel.id, channel.capacity, channel.timeouts.totalMs + 5_000);
+      if (lease === null) {
+        full++;
+        continue;
+      }
+    }
+    let released = false;
+    const release = async (): Promise<void> => {
+      if (released || lease === null) return;
+      released = true;
+      await ctx.limiter.releaseSlot(lease).catch((err: unknown) => ctx.log.warn({ err }, 'slot release failed'));
+    };
+    if (attempts > 0) await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
+    attempts++;
+    const attemptObs = obs.attempt(channel.id, channel.protocol, attempts);
+    const plan = planFor({
+      endpoint,
+      candidate,
+      model: admitted.model,
+      body: admitted.body,
+      effort: admitted.facts.effort,
+      wantsUsage: admitted.facts.wantsUsage,
+      apiKey: ctx.upstreams.apiKey(channel),
+      anthropicBeta: typeof beta === 'string' ? beta : null,
+    });
+    const pool = ctx.upstreams.pool(channel);
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await pool.pool.request({
+        method: 'POST',
+        path: pool.basePath + plan.path,
+        headers: { ...plan.headers, 'x-request-id': requestId },
+        body: plan.body,
+        headersTimeout: channel.timeouts.firstByteMs,
+        bodyTimeout: channel.timeouts.firstByteMs,
+        signal,
+      });
+    } catch (err) {
+      await release();
+      if (signal.aborted) break;
+      lastFailure = classify(err);
+      attemptObs.end(lastFailure.outcome, null);
+      ctx.health.failure(channel.id, Date.now());
+      continue;
+    }
+    const status = response.statusCode;
+    if (status >= 400) {
+      const text = await response.body.text().catch(() => '');
+      await release();
+      const reason = upstreamReason(text);
+      if (status === 429 || status >= 500 || status === 401 || status === 403) {
+        lastFailure = { outcome: status === 429 ? 'http_429' : status >= 500 ? 'http_5xx' : 'http_4xx', status, message: `upstream ${status}: ${reason}`, clientFault: false };
+        attemptObs.end(lastFailure.outcome, status);
+        ctx.health.failure(channel.id, Date.now(), status === 429 ? retryAfterMs(response.headers) : null);
+        continue;
+      }
+      // 400, 404, 413, 422…: the request itself is at fault; another channel would say the same.
+      attemptObs.end('http_4xx', status);
+      return { kind: 'error', error: new GatewayError('invalid_parameter_error', `upstream rejected the request: ${reason}`) };
+    }
+    if (!plan.stream) {
+      let finished: Finished | null = null;
+      try {
+        const answer: unknown = await response.body.json();
+        finished = plan.finish(answer);
+      } catch (err) {
+        await release();
+        if (signal.aborted) break;
+        lastFailure = classify(err);
+        if (lastFailure.outcome === 'connect_error') lastFailure = { ...lastFailure, outcome: 'stream_cut', message: 'the upstream answer was cut or malformed' };
+        attemptObs.end(lastFailure.outcome, status);
+        ctx.health.failure(channel.id, Date.now());
+        continue;
+      }
+      await release();
+      if (finished === null) {
+        lastFailure = { outcome: 'http_5xx', status, message: 'the upstream answer was not the expected object', clientFault: false };
+        attemptObs.end('http_5xx', status);
+        ctx.health.failure(channel.id, Date.now());
+        continue;
+      }
+      attemptObs.end('ok', status);
+      ctx.health.success(channel.id);
+      return { kind: 'answer', candidate, finished, status };
+    }
+    // A stream: wait for its first chunk before committing to this channel, so a stream that dies
+    // before saying anything still fails over (DESIGN invariant 7: retry only before the first byte).
+    const relay = plan.relay();
+    const iterator = (response.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    let first = '';
+    try {
+      while (first === '') {
+        const next = await iterator.next();
+        if (next.done === true) {
+          first = relay.end();
+          break;
+        }
+        first = relay.push(next.value);
+      }
+    } catch (err) {
+      await release();
+      if (signal.aborted) break;
+      lastFailure = { ...classify(err), outcome: 'stream_cut', message: 'the upstream stream was cut before its first event' };
+      attemptObs.end('stream_cut', status);
+      ctx.health.failure(channel.id, Date.now());
+      continue;
+    }
+    if (first === '') {
+      await release();
+      lastFailure = { outcome: 'stream_cut', status, message: 'the upstream stream ended empty', clientFault: false };
+      attemptObs.end('stream_cut', status);
+      ctx.health.failure(channel.id, Date.now());
+      continue;
+    }
+    attemptObs.end('ok', status);
+    ctx.health.success(channel.id);
+    obs.firstChunk(channel.id);
+    return { kind: 'stream', candidate, plan, relay, response, iterator, first, release };
+  }
+  if (signal.aborted) return { kind: 'error', error: new GatewayError('upstream_error', 'the client went away') };
+  if (attempts === 0 && full > 0) {
+    obs.rejected('capacity', 'channel_capacity_exceeded');
+    return { kind: 'error', error: new GatewayError('channel_capacity_exceeded', `every channel of model "${admitted.model.name}" is at capacity`) };
+  }
+  const elapsed = Math.round(performance.now() - started);
+  if (lastFailure?.outcome === 'timeout') {
+    return { kind: 'error', error: new GatewayError('upstream_timeout', `${lastFailure.message} (${attempts} attempt(s), ${elapsed} ms)`) };
+  }
+  return {
+    kind: 'error',
+    error: new GatewayError('upstream_error', `${lastFailure?.message ?? 'no channel could be tried'} (${attempts} attempt(s), ${elapsed} ms)`),
+  };
+}
+
+interface Metered {
+  usage: Usage | null;
+  estimated: boolean;
+  costNano: Nano;
+}
+
+function meter(admitted: Admitted, usage: Usage | null, images: number, outputEstimate: number): Metered {
+  const s = admitted.snapshot;
+  if (admitted.model.billing === 'image' && admitted.imageSize !== null) {
+    const count = images > 0 ? images : 0;
+    return { usage, estimated: false, costNano: imageCost(admitted.imageSize, count, s) ?? 0n };
+  }
+  if (usage !== null) return { usage, estimated: false, costNano: tokenCost(usage, s) };
+  const input = estimateInputTokens(admitted.body);
+  const est: Usage = { inputTokens: input, cacheHitTokens: 0, outputTokens: outputEstimate, reasoningTokens: 0, cacheHitReported: false };
+  return { usage: est, estimated: true, costNano: tokenCost(est, s) };
+}
+
+/** Writes the request's one outcome; retried briefly so a store blip does not strand a reservation. */
+function settle(
+  ctx: GatewayContext,
+  requestId: string,
+  admitted: Admitted,
+  candidate: Candidate | null,
+  metered: Metered | null,
+  status: SettleStatus,
+  httpStatus: number,
+  startedAt: number,
+  upstreamId: string | null,
+  obs: RequestObserver,
+): Promise<void> {
+  const usage = metered?.usage ?? null;
+  const costNano = status === 'failed' ? 0n : (metered?.costNano ?? 0n);
+  const outcome = {
+    model: admitted.model.name,
+    channelId: candidate?.channel.id ?? null,
+    inputTokens: usage?.inputTokens ?? 0,
+    cacheHitTokens: usage?.cacheHitTokens ?? 0,
+    outputTokens: usage?.outputTokens ?? 0,
+    reasoningTokens: usage?.reasoningTokens ?? 0,
+    estimated: metered?.estimated ?? false,
+    priceSnapshot: snapshotRecord(admitted.snapshot),
+    peakApplied: admitted.snapshot.peakWindowId !== null,
+    campaignId: admitted.snapshot.campaignId,
+    costNano,
+    status,
+    httpStatus,
+    latencyMs: Math.round(performance.now() - startedAt),
+    upstreamRequestId: upstreamId,
+  };
+  const work = (async () => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const r = await ctx.store.settle(requestId, outcome);
+        obs.settled({
+          model: admitted.model.name,
+          channelId: outcome.channelId,
+          provider: candidate?.channel.protocol ?? null,
+          upstreamModel: candidate?.upstreamModel ?? null,
+          usage,
+          estimated: outcome.estimated,
+          costNano: r.result === 'settled' ? r.costNano : 0n,
+          status,
+        });
+        return;
+      } catch (err) {
+        if (attempt >= 4) {
+          ctx.log.error({ err, reqId: requestId }, 'settlement failed; the reservation is left for recovery');
+          return;
+        }
+        await sleep(50 * 2 ** attempt);
+      }
+    }
+  })();
+  ctx.inflight.add(work);
+  void work.finally(() => ctx.inflight.delete(work));
+  return work;
+}
+
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+/** Counts SSE events in relayed text: the output estimate when a cut stream reported no usage. */
+function countEvents(text: string): number {
+  let n = 0;
+  let i = text.indexOf('\n\n');
+  while (i !== -1) {
+    n++;
+    i = text.indexOf('\n\n', i + 2);
+  }
+  return n;
+}
+
+function streamErrorText(style: ErrorStyle, requestId: string, message: string): string {
+  const body = errorBody('upstream_error', message, requestId, style);
+  return style === 'anthropic' ? `event: error\ndata: ${body}\n\n` : `data: ${body}\n\ndata: [DONE]\n\n`;
+}
+
+/** Handles one request on a model route after authentication. */
+export async function relayModelRoute(
+  ctx: GatewayContext,
+  def: EndpointDef,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  caller: Caller,
+  obs: RequestObserver,
+): Promise<void> {
+  const startedAt = performance.now();
+  const nowMs = Date.now();
+  const table = ctx.tables.current; // captured once: the price and routes in force at entry
+  const requestId = req.id;
+  const bodyBytes = (req as FastifyRequest & { rawBodyLength?: number }).rawBodyLength ?? 0;
+  const admitted = await admit(ctx, table, def, caller, req.body, bodyBytes, requestId, obs, nowMs, reply);
+  const endpoint = def.kind!;
+
+  // A client that goes away aborts the upstream call; what was used is still billed.
+  const abort = new AbortController();
+  const onClose = (): void => {
+    if (!reply.raw.writableFinished) abort.abort();
+  };
+  reply.raw.on('close', onClose);
+
+  let dispatched: Dispatched;
+  try {
+    dispatched = await dispatch(ctx, admitted, endpoint, req, requestId, obs, abort.signal);
+  } catch (err) {
+    dispatched = { kind: 'error', error: err instanceof GatewayError ? err : new GatewayError('upstream_error', 'the upstream call failed') };
+    ctx.log.error({ err, reqId: requestId }, 'dispatch failed');
+  }
+
+  if (dispatched.kind === 'error') {
+    // Failed attempts cost nothing: the reservation is settled at zero with the failure recorded.
+    await settle(ctx, requestId, admitted, null, null, abort.signal.aborted ? 'client_aborted' : 'failed', dispatched.error.status, startedAt, null, obs);
+    reply.raw.off('close', onClose);
+    throw dispatched.error;
+  }
+
+  if (dispatched.kind === 'answer') {
+    const { finished, candidate } = dispatched;
+    const metered = meter(admitted, finished.usage, finished.images, 0);
+    reply.raw.off('close', onClose);
+    reply.code(200).header('content-type', 'application/json').send(finished.text);
+    void settle(ctx, requestId, admitted, candidate, metered, 'ok', 200, startedAt, finished.upstreamId, obs);
+    return;
+  }
+
+  // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
+  const { relay, iterator, candidate, release } = dispatched;
+  const raw = reply.raw;
+  reply.hijack();
+  raw.writeHead(200, { ...SSE_HEADERS, ...(reply.getHeaders() as Record<string, string>), 'x-request-id': requestId });
+  let events = countEvents(dispatched.first);
+  let status: SettleStatus = 'ok';
+  const write = async (text: string): Promise<void> => {
+    if (text === '' || raw.destroyed) return;
+    if (!raw.write(text)) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          raw.off('drain', done);
+          raw.off('close', done);
+          resolve();
+        };
+        raw.on('drain', done);
+        raw.on('close', done);
+      });
+    }
+  };
+  try {
+    await write(dispatched.first);
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done === true) break;
+      const text = relay.push(next.value);
+      events += countEvents(text);
+      await write(text);
+      if (abort.signal.aborted) break;
+    }
+    if (!abort.signal.aborted) await write(relay.end());
+  } catch (err) {
+    if (abort.signal.aborted) {
+      status = 'client_aborted';
+    } else {
+      // After the first byte there is no retry: the stream ends with an error event.
+      status = 'aborted';
+      ctx.log.warn({ err, reqId: requestId, channel: candidate.channel.id }, 'upstream stream cut after first byte');
+      obs.attempt(candidate.channel.id, candidate.channel.protocol, 0).end('stream_cut', 200);
+      await write(streamErrorText(styleOf(def), requestId, 'the upstream stream was cut'));
+    }
+  } finally {
+    if (abort.signal.aborted && status === 'ok') status = 'client_aborted';
+    reply.raw.off('close', onClose);
+    if (!raw.destroyed) raw.end();
+    await release();
+    // Drain what is left of an aborted upstream body so the pool's socket is not leaked.
+    if (status !== 'ok') void dispatched.response.body.destroy();
+  }
+  const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);
+  obs.finish(200);
+  await settle(ctx, requestId, admitted, candidate, metered, status, 200, startedAt, relay.upstreamId, obs);
+}

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { formatSse, SseParser } from '../../src/protocols/sse-parser.ts';
+import type { SseEvent } from '../../src/protocols/types.ts';
+
+const encoder = new TextEncoder();
+
+function parseInPieces(bytes: Uint8Array, cuts: number[]): SseEvent[] {
+  const events: SseEvent[] = [];
+  const parser = new SseParser((e) => events.push(e));
+  let start = 0;
+  for (const cut of [...cuts, bytes.length]) {
+    parser.feed(bytes.subarray(start, cut));
+    start = cut;
+  }
+  parser.end();
+  return events;
+}
+
+const STREAM =
+  ': keep-alive comment\n' +
+  'event: message_start\r\n' +
+  'data: {"text":"héllo 世界 🎉"}\r\n' +
+  '\r\n' +
+  'data: line one\n' +
+  'data: line two\n' +
+  '\n' +
+  'data:no-space\r' +
+  '\r' +
+  'event: ping\n' +
+  'data\n' +
+  '\n' +
+  'data: [DONE]\n\n';
+
+const EXPECTED: SseEvent[] = [
+  { event: 'message_start', data: '{"text":"héllo 世界 🎉"}' },
+  { event: null, data: 'line one\nline two' },
+  { event: null, data: 'no-space' },
+  { event: 'ping', data: '' },
+  { event: null, data: '[DONE]' },
+];
+
+describe('SSE parser', () => {
+  it('reads a whole stream delivered in one chunk', () => {
+    expect(parseInPieces(encoder.encode(STREAM), [])).toEqual(EXPECTED);
+  });
+
+  it('gives the same events when the stream is split at every single byte boundary', () => {
+    const bytes = encoder.encode(STREAM);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      expect(parseInPieces(bytes, [cut]), `split at byte ${cut}`).toEqual(EXPECTED);
+    }
+  });
+
+  it('gives the same events when fed one byte at a time (splits inside UTF-8 characters)', () => {
+    const bytes = encoder.encode(STREAM);
+    const cuts = Array.from({ length: bytes.length - 1 }, (_, i) => i + 1);
+    expect(parseInPieces(bytes, cuts)).toEqual(EXPECTED);
+  });
+
+  it('does not dispatch an event before its blank line arrives', () => {
+    const events: SseEvent[] = [];
+    const parser = new SseParser((e) => events.push(e));
+    parser.feed(encoder.encode('data: {"a":1}\n'));
+    expect(events).toEqual([]);
+    parser.feed(encoder.encode('\n'));
+    expect(events).toEqual([{ event: null, data: '{"a":1}' }]);
+  });
+
+  it('dispatches a final event the upstream closed without a blank line', () => {
+    expect(parseInPieces(encoder.encode('data: {"usage":1}'), [])).toEqual([
+      { event: null, data: '{"usage":1}' },
+    ]);
+  });
+
+  it('drops a leading byte-order mark and ignores id and retry fields', () => {
+    const bytes = new Uint8Array([
+      0xef,
+      0xbb,
+      0xbf,
+      ...encoder.encode('id: 1\nretry: 5\ndata: x\n\n'),
+    ]);
+    expect(parseInPieces(bytes, [1, 2])).toEqual([{ event: null, data: 'x' }]);
+  });
+
+  it('formats events back, splitting multi-line data into data lines', () => {
+    expect(formatSse(null, 'a')).toBe('data: a\n\n');
+    expect(formatSse('ping', 'a\nb')).toBe('event: ping\ndata: a\ndata: b\n\n');
+  });
+});
