@@ -278,15 +278,13 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
       };
       app.get('/metrics', async (req, reply) => {
         if (settings().enabled === false || settings().port !== null) {
-          reply
-            .code(404)
-            .send({
-              error: {
-                message: 'metrics are served on their own port',
-                type: 'switchyard_api_error',
-                code: 'not_found',
-              },
-            });
+          reply.code(404).send({
+            error: {
+              message: 'metrics are served on their own port',
+              type: 'switchyard_api_error',
+              code: 'not_found',
+            },
+          });
           return;
         }
         await handler(req, reply);

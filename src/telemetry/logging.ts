@@ -87,9 +87,26 @@ export function serializeError(err: ErrorLike): {
   };
 }
 
+/**
+ * Scrubs every string argument of a log call: redaction works on object paths, but fastify logs
+ * an error's message as the line's `msg`, where an upstream may have quoted a key.
+ */
+function scrubLogArguments(
+  this: unknown,
+  args: unknown[],
+  method: (...args: never[]) => void,
+): void {
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (typeof a === 'string') args[i] = scrubSecrets(a);
+  }
+  Reflect.apply(method, this, args);
+}
+
 export interface SwitchyardLoggerOptions {
   level: string;
   redact: { paths: string[]; censor: string };
+  hooks: { logMethod: typeof scrubLogArguments };
   serializers: {
     req: typeof serializeRequest;
     res: typeof serializeReply;
@@ -102,6 +119,7 @@ export function loggerOptions(level: string): SwitchyardLoggerOptions {
   return {
     level,
     redact: { paths: [...REDACT_PATHS], censor: CENSOR },
+    hooks: { logMethod: scrubLogArguments },
     serializers: { req: serializeRequest, res: serializeReply, err: serializeError },
   };
 }

@@ -1,0 +1,171 @@
+// Every error status of spec 7.1 with its code, the error object and request id, and proof that
+// no rejection reaches an upstream or costs anything.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from './harness.ts';
+
+let h: Harness;
+let key: string;
+let accountId: string;
+
+beforeAll(async () => {
+  h = await startHarness();
+  ({ key, accountId } = await h.account({ balance: '10' }));
+}, 60_000);
+afterAll(async () => h?.close());
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: { error: { message: string; type: string; code: string; request_id: string } }; headers: Headers }> {
+  const res = await fetch(`${h.gateway.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as never, headers: res.headers };
+}
+
+const chat = { model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] };
+
+describe('rejections: status, code, request id, and no upstream call', () => {
+  const cases: [string, () => Promise<{ status: number; json: { error: { code: string; type: string; request_id: string } }; headers: Headers }>, number, string][] = [
+    ['no key', () => post('/v1/chat/completions', chat), 401, 'invalid_token'],
+    ['an unknown key', () => post('/v1/chat/completions', chat, { authorization: 'Bearer sk-sy-nope' }), 401, 'invalid_token'],
+    ['malformed JSON', () => post('/v1/chat/completions', '{"model": ', { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
+    ['a role outside the four', () => post('/v1/chat/completions', { model: 'gpt-x', messages: [{ role: 'wizard', content: 'x' }] }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
+    ['a bad content block', () => post('/v1/chat/completions', { model: 'gpt-x', messages: [{ role: 'user', content: [{ type: 'audio' }] }] }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
+    ['a wrong type', () => post('/v1/chat/completions', { ...chat, temperature: 'hot' }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
+    ['an unknown model', () => post('/v1/chat/completions', { ...chat, model: 'ghost' }, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
+    ['an endpoint not open for the model', () => post('/v1/embeddings', { model: 'plain', input: 'x' }, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
+    ['a route with no channel (not open)', () => post('/v1/audio/transcriptions', chat, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
+    ['a real-name model without verification', () => post('/v1/images/generations', { model: 'painter', prompt: 'a cat' }, { authorization: `Bearer ${key}` }), 403, 'realname_required'],
+  ];
+  for (const [what, call, status, code] of cases) {
+    it(`${what}: ${status} ${code}`, async () => {
+      const before = h.mock.callCount();
+      const r = await call();
+      expect(r.status).toBe(status);
+      expect(r.json.error).toMatchObject({ code, type: 'switchyard_api_error' });
+      expect(r.json.error.request_id).toBe(r.headers.get('x-request-id'));
+      expect(h.mock.callCount()).toBe(before);
+    });
+  }
+
+  it('an oversized body: 413', async () => {
+    const r = await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: 'x'.repeat(11 * 1024 * 1024) }] }, { authorization: `Bearer ${key}` });
+    expect(r.status).toBe(413);
+    expect(r.json.error.code).toBe('request_too_large');
+  });
+
+  it('a key not allowed the model: 403 no_access_to_model', async () => {
+    const other = await h.account({ allowedModels: ['plain'] });
+    const before = h.mock.callCount();
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${other.key}` });
+    expect(r.status).toBe(403);
+    expect(r.json.error.code).toBe('no_access_to_model');
+    expect(h.mock.callCount()).toBe(before);
+  });
+
+  it('a disabled key: 401 invalid_token within the cache poll', async () => {
+    const other = await h.account();
+    const ok = await post('/v1/chat/completions', chat, { authorization: `Bearer ${other.key}` });
+    expect(ok.status).toBe(200);
+    await h.store.disableKey(other.keyId);
+    await new Promise((r) => setTimeout(r, 400));
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${other.key}` });
+    expect(r.status).toBe(401);
+  });
+
+  it('insufficient balance: 403 with insufficient_user_quota, no upstream call, no reservation left', async () => {
+    const poor = await h.account({ balance: '0.000001' });
+    const before = h.mock.callCount();
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${poor.key}` });
+    expect(r.status).toBe(403);
+    expect(r.json.error.code).toBe('insufficient_user_quota');
+    expect(r.json.error.message).toContain('insufficient_user_quota');
+    expect(h.mock.callCount()).toBe(before);
+    expect((await h.store.getAccount(poor.accountId))?.reservedNano).toBe(0n);
+  });
+
+  it('the per-model RPM: 429 rate_limited with Retry-After and x-ratelimit headers', async () => {
+    const body = { model: 'limited', messages: [{ role: 'user', content: 'x' }] };
+    const first = await post('/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit-requests')).toBe('2');
+    await post('/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    const before = h.mock.callCount();
+    const r = await post('/v1/chat/completions', body, { authorization: `Bearer ${key}` });
+    expect(r.status).toBe(429);
+    expect(r.json.error.code).toBe('rate_limited');
+    expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(r.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+    expect(h.mock.callCount()).toBe(before);
+  });
+
+  it('every channel at capacity: 429 channel_capacity_exceeded', async () => {
+    h.mock.script({ model: 'narrow-up', delayMs: 600 });
+    const slow = post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` });
+    await new Promise((r) => setTimeout(r, 150));
+    const r = await post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` });
+    expect(r.status).toBe(429);
+    expect(r.json.error.code).toBe('channel_capacity_exceeded');
+    expect((await slow).status).toBe(200);
+    // The slot came back: the next call passes.
+    expect((await post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` })).status).toBe(200);
+  });
+
+  it('an upstream 4xx caused by the request: 400 with its reason, no failover', async () => {
+    h.mock.script({ model: 'gpt-x-up', status: 400, body: { error: { message: 'context too long', type: 'invalid_request_error' } } });
+    const before = h.mock.callCount();
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${key}` });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toContain('context too long');
+    expect(h.mock.callCount() - before).toBe(1);
+  });
+
+  it('a temporarily restricted source: 403 temp_blacklisted', async () => {
+    await h.gateway.ctx.limiter.addToBlacklist('ip:127.0.0.1', 60_000, 'test');
+    try {
+      const before = h.mock.callCount();
+      const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${key}` });
+      expect(r.status).toBe(403);
+      expect(r.json.error.code).toBe('temp_blacklisted');
+      expect(h.mock.callCount()).toBe(before);
+    } finally {
+      await h.gateway.ctx.limiter.removeFromBlacklist('ip:127.0.0.1');
+    }
+  });
+
+  it('images: 400 for a size the model does not support, 400 for an empty prompt', async () => {
+    const verified = await h.account({ realname: true });
+    const auth = { authorization: `Bearer ${verified.key}` };
+    expect((await post('/v1/images/generations', { model: 'painter', prompt: 'a cat', size: '999x999' }, auth)).status).toBe(400);
+    expect((await post('/v1/images/generations', { model: 'painter', prompt: '' }, auth)).status).toBe(400);
+    expect((await post('/v1/images/generations', { model: 'painter', prompt: 'a cat', size: 'big' }, auth)).status).toBe(400);
+  });
+
+  it('images bill per image by size tier', async () => {
+    const verified = await h.account({ realname: true });
+    const res = await fetch(`${h.gateway.url}/v1/images/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${verified.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'painter', prompt: 'a cat', size: '512x512', n: 2 }),
+    });
+    expect(res.status).toBe(200);
+    const row = await h.usage(res.headers.get('x-request-id')!);
+    expect(row.costNano).toBe(250_000_000n);
+  });
+
+  it('keeps a valid incoming x-request-id and puts it on the usage row', async () => {
+    const r = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'caller-chosen-id-42' },
+      body: JSON.stringify(chat),
+    });
+    expect(r.headers.get('x-request-id')).toBe('caller-chosen-id-42');
+    expect((await h.usage('caller-chosen-id-42')).accountId).toBe(accountId);
+  });
+
+  it('unknown routes: 404 not_found in the error object', async () => {
+    const r = await post('/v1/nothing', {});
+    expect(r.status).toBe(404);
+    expect(r.json.error.code).toBe('not_found');
+  });
+});
