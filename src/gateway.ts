@@ -3,7 +3,7 @@
 // `switchyard serve`, the tests and the benchmark all start the gateway through this one function.
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { registerAdminRoutes } from './admin/routes.ts';
+import { registerAdminRoutes } from './admin/register-admin-routes.ts';
 import { formatDiagnostic, sortDiagnostics, ConfigError } from './config/diagnostics.ts';
 import { TableHolder } from './config/reloader.ts';
 import { compileDir } from './config/source.ts';

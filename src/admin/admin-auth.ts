@@ -48,7 +48,10 @@ export function adminPrivilege(
   }
   const token = bearer(header);
   if (token === null) {
-    throw new GatewayError('invalid_token', 'send the admin token as Authorization: Bearer <token>');
+    throw new GatewayError(
+      'invalid_token',
+      'send the admin token as Authorization: Bearer <token>',
+    );
   }
   const given = sha256(token);
   // Both comparisons always run, so the time taken does not tell which token was close.

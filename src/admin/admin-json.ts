@@ -2,13 +2,7 @@
 // as ISO strings. Key hashes have no field here, so no route can ever return one.
 import { nanoToYuan } from '../billing/money.ts';
 import type { BlacklistEntry } from '../limits/limiter.ts';
-import type {
-  Account,
-  ApiKey,
-  LedgerEntry,
-  Statement,
-  UsageRecord,
-} from '../store/store.ts';
+import type { Account, ApiKey, LedgerEntry, Statement, UsageRecord } from '../store/store.ts';
 
 const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
 

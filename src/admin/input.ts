@@ -91,7 +91,8 @@ export function yuanAmount(value: unknown, field: string, sign: 'positive' | 'no
   return nano;
 }
 
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/;
+const ISO_INSTANT =
+  /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/;
 
 /** An ISO 8601 instant with a zone ("2026-01-01T00:00:00+08:00") or a date (UTC midnight). */
 export function instant(value: unknown, field: string): Date {

@@ -57,7 +57,13 @@ export async function startDemoUpstream(opts: DemoUpstreamOptions = {}): Promise
         const reply = router.route(method, path, isRecord(body) ? body : {}, null);
         const anthropic = path === '/v1/messages';
         if (reply === null) {
-          sendError(res, anthropic, 404, `the Switchyard demo has no route ${method} ${path}`, null);
+          sendError(
+            res,
+            anthropic,
+            404,
+            `the Switchyard demo has no route ${method} ${path}`,
+            null,
+          );
         } else if (typeof reply === 'string') {
           sendError(res, anthropic, 400, reply, null);
         } else {

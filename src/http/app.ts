@@ -1,8 +1,8 @@
 // The fastify application: request ids, body parsing with exact 4xx errors, the one error
 // function, and every route of the endpoint registry. Authentication runs before routing, so an
 // unauthenticated call does no upstream work and costs nothing (spec 5.6, DESIGN invariant 4).
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import type { FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger } from 'fastify';
 import { LimiterUnavailableError } from '../limits/limiter.ts';
 import type { GatewayContext } from '../relay/context.ts';
 import type { RequestObserver } from '../relay/observer.ts';
@@ -165,16 +165,17 @@ async function handle(ctx: GatewayContext, def: EndpointDef, req: FastifyRequest
 }
 
 export interface AppOptions {
-  logger: FastifyServerOptions['logger'];
+  logger: FastifyBaseLogger;
   bodyLimit: number;
 }
 
 export function buildApp(ctx: GatewayContext, opts: AppOptions, extra: (app: FastifyInstance) => void): FastifyInstance {
   const app = Fastify({
-    logger: opts.logger,
+    loggerInstance: opts.logger,
     bodyLimit: opts.bodyLimit,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
-    disableRequestLogging: true,
+    // The access line is written once per request by the observer (src/telemetry), not by fastify.
+    logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     forceCloseConnections: true,
   });

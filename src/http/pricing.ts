@@ -39,7 +39,8 @@ function modelPrices(m: ModelEntry, nowMs: number): object {
       .filter((p) => p.effectiveFromMs > nowMs)
       .map((p) => ({ effective_from: instant(p.effectiveFromMs), ...tokenPrices(p) })),
     peak_windows: m.peak === null ? [] : m.peak.flatMap((zone) => zone.windows.map((w) => w.id)),
-    campaigns: m.campaigns === null ? [] : m.campaigns.filter((k) => k.endsMs > nowMs).map((k) => k.id),
+    campaigns:
+      m.campaigns === null ? [] : m.campaigns.filter((k) => k.endsMs > nowMs).map((k) => k.id),
   };
 }
 

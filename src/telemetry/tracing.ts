@@ -1,7 +1,14 @@
 // OpenTelemetry tracing for one gateway: its own provider (never the global one), the client's W3C
 // trace context honoured, and the per-request span tree with its names and attributes fixed here.
 
-import { ProxyTracer, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  INVALID_SPAN_CONTEXT,
+  ProxyTracer,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import type { Attributes, Context, Span, TextMapGetter, Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -99,6 +106,13 @@ const HEADER_GETTER: TextMapGetter<IncomingHeaders> = {
 // delegator never delegates: no provider, no sampler, no ids; and unlike `trace.getTracer()` it
 // cannot start recording because some other code registered a global provider.
 const NEVER_DELEGATE = { getDelegateTracer: (): undefined => undefined };
+
+/**
+ * The child spans of a request when tracing is off: one shared non-recording span (all of its
+ * methods are no-ops). Each no-op child started under a client's traceparent would re-validate
+ * the trace id with two regexes, ~0.25 µs apiece; this costs nothing.
+ */
+const NOOP_CHILD: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 export function createTracing(opts: TracingOptions): Tracing {
   const configVersion = opts.configVersion ?? null;
@@ -246,7 +260,10 @@ export function endUpstreamAttempt(
 export class RequestTrace {
   /** The SERVER span; its name is the route's (see serverSpanName). */
   readonly span: Span;
-  /** A context holding `span`: the parent of every child span. */
+  /**
+   * The parent of every child span: a context holding `span` when recording; with tracing off,
+   * the incoming parent context (still carrying the client's trace id, if any).
+   */
   readonly context: Context;
   readonly recording: boolean;
   private readonly tracer: Tracer;
@@ -260,28 +277,29 @@ export class RequestTrace {
 
   /** Auth, limits and reservation; end it, after markRejected() when it refused. */
   startAdmission(): Span {
+    if (!this.recording) return NOOP_CHILD;
     return this.tracer.startSpan(SPAN_ADMISSION, { kind: SpanKind.INTERNAL }, this.context);
   }
 
   /** One per attempt, 1-based; end it with endUpstreamAttempt(). */
   startUpstreamAttempt(channelId: string, providerName: string, attempt: number): Span {
+    if (!this.recording) return NOOP_CHILD;
     return this.tracer.startSpan(
       SPAN_UPSTREAM_ATTEMPT,
       {
         kind: SpanKind.CLIENT,
-        attributes: this.recording
-          ? {
-              [ATTR.channelId]: channelId,
-              [ATTR.genAiProviderName]: providerName,
-              [ATTR.attempt]: attempt,
-            }
-          : undefined,
+        attributes: {
+          [ATTR.channelId]: channelId,
+          [ATTR.genAiProviderName]: providerName,
+          [ATTR.attempt]: attempt,
+        },
       },
       this.context,
     );
   }
 
   startSettlement(): Span {
+    if (!this.recording) return NOOP_CHILD;
     return this.tracer.startSpan(SPAN_SETTLEMENT, { kind: SpanKind.INTERNAL }, this.context);
   }
 
@@ -323,7 +341,12 @@ export function startRequestTrace(
     },
     parent,
   );
-  if (tracing.recording && tracing.configVersion !== null) {
+  if (!tracing.recording) {
+    // No child will read the context (they are NOOP_CHILD), so skip trace.setSpan: a context
+    // copy of ~150 ns; the whole tree with tracing off went from ~1 µs to ~0.15 µs.
+    return new RequestTrace(tracing.tracer, span, parent);
+  }
+  if (tracing.configVersion !== null) {
     span.setAttribute(ATTR.configVersion, tracing.configVersion());
   }
   return new RequestTrace(tracing.tracer, span, trace.setSpan(parent, span));

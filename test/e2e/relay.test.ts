@@ -26,11 +26,12 @@ describe('chat completions', () => {
       .withResponse();
     expect(data.object).toBe('chat.completion');
     expect(data.choices[0]?.message.content).toBe('Hello from the mock upstream.');
-    expect(data.usage?.completion_tokens).toBe(6);
+    // 6 answer tokens + 8 reasoning tokens: gpt-x's family maps the default effort (low) to reasoning.
+    expect(data.usage?.completion_tokens).toBe(14);
     const requestId = response.headers.get('x-request-id')!;
     expect(requestId).toMatch(/^req_/);
     const row = await h.usage(requestId);
-    expect(row).toMatchObject({ accountId, model: 'gpt-x', channelId: 'oa-main', status: 'ok', outputTokens: 6, estimated: false });
+    expect(row).toMatchObject({ accountId, model: 'gpt-x', channelId: 'oa-main', status: 'ok', outputTokens: 14, reasoningTokens: 8, estimated: false });
     expect(row.costNano).toBe(gptCost(row));
     expect(h.mock.calls.at(-1)?.body).toMatchObject({ model: 'gpt-x-up', reasoning_effort: 'low' });
   });
@@ -57,9 +58,9 @@ describe('chat completions', () => {
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
     const last = chunks.at(-1)!;
-    expect(last.usage?.completion_tokens).toBe(6);
+    expect(last.usage?.completion_tokens).toBe(14);
     const row = await h.usage(response.headers.get('x-request-id')!);
-    expect(row.outputTokens).toBe(6);
+    expect(row.outputTokens).toBe(14);
     expect(row.costNano).toBe(gptCost(row));
   });
 
@@ -103,8 +104,8 @@ describe('chat completions', () => {
     h.mock.script({ model: 'gpt-x-up', cacheHitTokens: 40, inputTokens: 10 });
     const { response } = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'cached' }] }).withResponse();
     const row = await h.usage(response.headers.get('x-request-id')!);
-    expect(row).toMatchObject({ inputTokens: 10, cacheHitTokens: 40, outputTokens: 6 });
-    expect(row.costNano).toBe(10n * 2000n + 40n * 500n + 6n * 8000n);
+    expect(row).toMatchObject({ inputTokens: 10, cacheHitTokens: 40, outputTokens: 14 });
+    expect(row.costNano).toBe(10n * 2000n + 40n * 500n + 14n * 8000n);
   });
 
   it('estimates with a tokenizer when the upstream reports no usage, and marks it', async () => {

@@ -1,7 +1,10 @@
 // The OpenAI side of the mock upstream: the demo core's answers (src/demo/openai-replies.ts)
 // under the names and signatures the mock has always exported.
 
-import { imagesReply as coreImagesReply, modelsReply as coreModelsReply } from '../../src/demo/openai-replies.ts';
+import {
+  imagesReply as coreImagesReply,
+  modelsReply as coreModelsReply,
+} from '../../src/demo/openai-replies.ts';
 import { MOCK_VOICE, type MockReply } from './plan.ts';
 
 export {

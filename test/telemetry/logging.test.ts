@@ -8,6 +8,7 @@ import {
   CENSOR,
   accessLogLine,
   loggerOptions,
+  redactLogObject,
   redactSecrets,
   scrubSecrets,
   scrubUrl,
@@ -144,6 +145,29 @@ describe('the request logger', () => {
       accountId: 'acct_1',
       keyId: 'key_3',
     });
+  });
+});
+
+describe('censoring secret fields', () => {
+  it('censors secret-named fields at any depth and in arrays, without touching the original', () => {
+    const original = {
+      account: 'acct_1',
+      channels: [{ id: 'a', apiKey: UPSTREAM_KEY }, { id: 'b' }],
+      upstream: { request: { headers: { authorization: 'Bearer x', accept: '*/*' } } },
+    };
+    const snapshot = structuredClone(original);
+
+    expect(redactLogObject(original)).toEqual({
+      account: 'acct_1',
+      channels: [{ id: 'a', apiKey: CENSOR }, { id: 'b' }],
+      upstream: { request: { headers: { authorization: CENSOR, accept: '*/*' } } },
+    });
+    expect(original).toEqual(snapshot);
+  });
+
+  it('returns the same object when there is nothing to censor', () => {
+    const line = { reqId: 'r', tokens: { input: 1, cacheHit: 0, output: 2 }, keyId: 'key_1' };
+    expect(redactLogObject(line)).toBe(line);
   });
 });
 

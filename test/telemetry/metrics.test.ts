@@ -18,7 +18,7 @@ describe('the Prometheus registry', () => {
       'route',
       'status',
     ]);
-    const errors = r.counter('demo_errors_total', 'Errors.', []);
+    r.counter('demo_errors_total', 'Errors.', []);
     const temp = r.gauge<[room: string]>('demo_temperature', 'Temperature.', ['room']);
 
     hits.labels('/v1/chat', '200').inc();
