@@ -74,7 +74,8 @@ describe.skipIf(!available)('crash recovery', () => {
     const mock = await startMockUpstream();
     cleanup.push(() => mock.close());
     const configDir = await mkdtemp(join(tmpdir(), 'switchyard-crash-'));
-    await Promise.all(Object.entries(E2E_CONFIG(mock.url)).map(([n, t]) => writeFile(join(configDir, n), t)));
+    const files = { ...E2E_CONFIG(mock.url), 'gateway.yaml': 'gateway:\n  listen: { host: 127.0.0.1, port: 0 }\n  store: { url: "${DATABASE_URL}" }\n' };
+    await Promise.all(Object.entries(files).map(([n, t]) => writeFile(join(configDir, n), t)));
 
     const survivor: SqlStore = await openStore({ url, dataDir: null, heartbeatMs: 0 });
     cleanup.push(() => survivor.close());
