@@ -33,6 +33,8 @@ export interface GatewayOptions {
   watch?: boolean;
   /** pino level, or false for no logs (default: 'info'). */
   logLevel?: string | false;
+  /** Where logs go (default stdout). */
+  logDestination?: NodeJS.WritableStream | null;
   relay?: Partial<RelayOptions>;
   /** Tracing exporter override: 'memory' in tests. */
   tracing?: 'none' | 'otlp' | 'memory' | null;
@@ -65,6 +67,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     otlpEndpoint: g.telemetry.otlpEndpoint,
     serviceName: g.telemetry.serviceName,
     logLevel: opts.logLevel === undefined ? 'info' : opts.logLevel,
+    logDestination: opts.logDestination ?? null,
   });
   const log = telemetry.logger;
   for (const d of sortDiagnostics(compiled.diagnostics)) log.warn(formatDiagnostic(d));

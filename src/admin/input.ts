@@ -22,6 +22,10 @@ export function invalid(field: string, why: string): GatewayError {
 /** The body as an object with only the allowed fields; an absent body is an empty object. */
 export function bodyObject(body: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (body === undefined || body === null) return {};
+  // The gateway parses only application/json; any other content type arrives as raw bytes.
+  if (Buffer.isBuffer(body)) {
+    throw new GatewayError('unsupported_media_type', 'send the body as application/json');
+  }
   if (typeof body !== 'object' || Array.isArray(body)) {
     throw new GatewayError('invalid_parameter_error', 'the request body must be a JSON object');
   }

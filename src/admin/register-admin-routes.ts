@@ -61,7 +61,7 @@ function sendAdminError(req: FastifyRequest, reply: FastifyReply, err: unknown):
 }
 
 /** GET and HEAD read; every other method changes something and needs the full token. */
-const READ_METHODS = new Set(['GET', 'HEAD', 'POST']);
+const READ_METHODS = new Set(['GET', 'HEAD']);
 
 export function registerAdminRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.register(async (scope) => {

@@ -9,6 +9,7 @@ import type { Nano } from '../billing/money.ts';
 import type { EndpointDef } from '../http/endpoints.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import type { StreamRelay } from '../protocols/stream-relay.ts';
+import { scrubSecrets } from '../telemetry/logging.ts';
 import type { JsonObject } from '../protocols/types.ts';
 import type { Usage } from '../protocols/usage.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
@@ -262,7 +263,7 @@ interface Answered {
 }
 
 /** Outcome of the attempts loop: a started stream, a full answer, or the error to return. */
-type Dispatched = StreamStarted | Answered | { kind: 'error'; error: GatewayError };
+type Dispatched = StreamStarted | Answered | { kind: 'error'; error: GatewayError; attempted: boolean };
 
 async function dispatch(
   ctx: GatewayContext,
@@ -337,14 +338,21 @@ async function dispatch(
       await release();
       const reason = upstreamReason(text);
       if (status === 429 || status >= 500 || status === 401 || status === 403) {
-        lastFailure = { outcome: status === 429 ? 'http_429' : status >= 500 ? 'http_5xx' : 'http_4xx', status, message: `upstream ${status}: ${reason}`, clientFault: false };
+        lastFailure = {
+          outcome: status === 429 ? 'http_429' : status >= 500 ? 'http_5xx' : 'http_4xx',
+          status,
+          message: `upstream ${status}: ${scrubSecrets(reason)}`,
+          clientFault: false,
+        };
         attemptObs.end(lastFailure.outcome, status);
         ctx.health.failure(channel.id, Date.now(), status === 429 ? retryAfterMs(response.headers) : null);
         continue;
       }
       // 400, 404, 413, 422…: the request itself is at fault; another channel would say the same.
       attemptObs.end('http_4xx', status);
-      return { kind: 'error', error: new GatewayError('invalid_parameter_error', `upstream rejected the request: ${reason}`) };
+      // An upstream may quote a key in its message: scrub before it reaches the client.
+      const said = scrubSecrets(reason);
+      return { kind: 'error', error: new GatewayError('invalid_parameter_error', `upstream rejected the request: ${said}`), attempted: true };
     }
     if (!plan.stream) {
       let finished: Finished | null = null;
@@ -405,18 +413,23 @@ async function dispatch(
     obs.firstChunk(channel.id);
     return { kind: 'stream', candidate, plan, relay, response, iterator, first, release };
   }
-  if (signal.aborted) return { kind: 'error', error: new GatewayError('upstream_error', 'the client went away') };
+  if (signal.aborted) return { kind: 'error', error: new GatewayError('upstream_error', 'the client went away'), attempted: attempts > 0 };
   if (attempts === 0 && full > 0) {
     obs.rejected('capacity', 'channel_capacity_exceeded');
-    return { kind: 'error', error: new GatewayError('channel_capacity_exceeded', `every channel of model "${admitted.model.name}" is at capacity`) };
+    return {
+      kind: 'error',
+      error: new GatewayError('channel_capacity_exceeded', `every channel of model "${admitted.model.name}" is at capacity`),
+      attempted: false,
+    };
   }
   const elapsed = Math.round(performance.now() - started);
   if (lastFailure?.outcome === 'timeout') {
-    return { kind: 'error', error: new GatewayError('upstream_timeout', `${lastFailure.message} (${attempts} attempt(s), ${elapsed} ms)`) };
+    return { kind: 'error', error: new GatewayError('upstream_timeout', `${lastFailure.message} (${attempts} attempt(s), ${elapsed} ms)`), attempted: true };
   }
   return {
     kind: 'error',
     error: new GatewayError('upstream_error', `${lastFailure?.message ?? 'no channel could be tried'} (${attempts} attempt(s), ${elapsed} ms)`),
+    attempted: attempts > 0,
   };
 }
 
@@ -550,14 +563,19 @@ export async function relayModelRoute(
   try {
     dispatched = await dispatch(ctx, admitted, endpoint, req, requestId, obs, abort.signal);
   } catch (err) {
-    dispatched = { kind: 'error', error: err instanceof GatewayError ? err : new GatewayError('upstream_error', 'the upstream call failed') };
+    dispatched = { kind: 'error', error: err instanceof GatewayError ? err : new GatewayError('upstream_error', 'the upstream call failed'), attempted: true };
     ctx.log.error({ err, reqId: requestId }, 'dispatch failed');
   }
 
   if (dispatched.kind === 'error') {
+    reply.raw.off('close', onClose);
+    if (!dispatched.attempted) {
+      // Rejected before any upstream call (every channel full): no usage row, the hold released.
+      await ctx.store.release(requestId).catch((err: unknown) => ctx.log.error({ err, reqId: requestId }, 'release failed'));
+      throw dispatched.error;
+    }
     // Failed attempts cost nothing: the reservation is settled at zero with the failure recorded.
     await settle(ctx, requestId, admitted, null, null, abort.signal.aborted ? 'client_aborted' : 'failed', dispatched.error.status, startedAt, null, obs);
-    reply.raw.off('close', onClose);
     throw dispatched.error;
   }
 

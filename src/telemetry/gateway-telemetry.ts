@@ -33,6 +33,8 @@ export interface TelemetryOptions {
   otlpEndpoint: string | null;
   serviceName: string;
   logLevel: string | false;
+  /** Where log lines go (default stdout); tests pass a stream to read them. */
+  logDestination?: NodeJS.WritableStream | null;
 }
 
 export interface Telemetry {
@@ -86,9 +88,13 @@ function digest(s: string): Buffer {
 }
 
 export function createTelemetry(opts: TelemetryOptions): Telemetry {
-  const logger = (opts.logLevel === false
-    ? pino({ enabled: false })
-    : pino(loggerOptions(opts.logLevel))) as unknown as FastifyBaseLogger;
+  const logger = (
+    opts.logLevel === false
+      ? pino({ enabled: false })
+      : opts.logDestination
+        ? pino(loggerOptions(opts.logLevel), opts.logDestination)
+        : pino(loggerOptions(opts.logLevel))
+  ) as unknown as FastifyBaseLogger;
   let currentVersion = '';
   const tracing = createTracing({
     exporter: opts.exporter,

@@ -199,6 +199,20 @@ describe('accounts', () => {
     expect((res.json() as { error: { code: string } }).error.code).toBe('invalid_parameter_error');
   });
 
+  it('refuses a body that is not JSON', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/accounts',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'text/plain' },
+      payload: 'name=x',
+    });
+    expect(res.statusCode).toBeGreaterThanOrEqual(400);
+    expect(res.statusCode).toBeLessThan(500);
+    expect((res.json() as { error: { code: string } }).error.code).toMatch(
+      /^(invalid_parameter_error|unsupported_media_type)$/,
+    );
+  });
+
   it('answers 404 not_found for an unknown account id', async () => {
     for (const [method, url, body] of [
       ['GET', '/api/accounts/acct_nobody', undefined],
