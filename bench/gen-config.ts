@@ -3,7 +3,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-export async function writeLargeConfig(dir: string, models: number, channelsPerModel: number): Promise<void> {
+export async function writeLargeConfig(
+  dir: string,
+  models: number,
+  channelsPerModel: number,
+): Promise<void> {
   await mkdir(dir, { recursive: true });
   const channelCount = Math.max(channelsPerModel, Math.ceil(models / 50));
   const ch: string[] = ['channels:'];
@@ -55,6 +59,9 @@ export async function writeLargeConfig(dir: string, models: number, channelsPerM
     writeFile(join(dir, 'prices.yaml'), pr.join('\n') + '\n'),
     writeFile(join(dir, 'windows.yaml'), windows.join('\n') + '\n'),
     writeFile(join(dir, 'campaigns.yaml'), campaigns.join('\n') + '\n'),
-    writeFile(join(dir, 'limits.yaml'), 'limits:\n  rpm: { default: 1000 }\n  channel_capacity_default: 64\n'),
+    writeFile(
+      join(dir, 'limits.yaml'),
+      'limits:\n  rpm: { default: 1000 }\n  channel_capacity_default: 64\n',
+    ),
   ]);
 }

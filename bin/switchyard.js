@@ -8,5 +8,5 @@ if (major < 24) {
   );
   process.exit(1);
 }
-const { main } = await import('../src/cli/main.ts');
-process.exitCode = await main(process.argv.slice(2));
+const { run } = await import('../src/cli/main.ts');
+await run(process.argv.slice(2));

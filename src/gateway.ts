@@ -75,7 +75,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const ownsStore = opts.store === undefined || opts.store === null;
   const store =
     opts.store ??
-    (await openStore({ url: g.store.url, dataDir: g.store.dataDir, ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }) }));
+    (await openStore({
+      url: g.store.url,
+      dataDir: g.store.dataDir,
+      ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
+    }));
   const ownsLimiter = opts.limiter === undefined || opts.limiter === null;
   const limiter =
     opts.limiter ??
@@ -84,7 +88,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       onUnreachable: g.redis.onUnreachable,
       onStateChange: (state, error) => {
         telemetry.metrics.limiterDegraded(state === 'degraded');
-        if (state === 'degraded') log.error({ err: error }, `Redis unreachable: limits ${g.redis.onUnreachable === 'fail_open' ? 'fall back to this process' : 'refuse requests (503)'}`);
+        if (state === 'degraded')
+          log.error(
+            { err: error },
+            `Redis unreachable: limits ${g.redis.onUnreachable === 'fail_open' ? 'fall back to this process' : 'refuse requests (503)'}`,
+          );
         else log.info('Redis reachable again: shared limits restored');
       },
     });
@@ -106,7 +114,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     },
     onFailure: (message) => {
       telemetry.configVersion(tables.current.version, false);
-      log.error({ version: tables.current.version }, `config reload failed; still serving the previous table:\n${message}`);
+      log.error(
+        { version: tables.current.version },
+        `config reload failed; still serving the previous table:\n${message}`,
+      );
     },
   });
   telemetry.configVersion(table.version, null);
@@ -118,7 +129,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     limiter,
     upstreams,
     health,
-    observe: (requestId, route, method, headers) => telemetry.observe(requestId, route, method, headers, tables.current.version),
+    observe: (requestId, route, method, headers) =>
+      telemetry.observe(requestId, route, method, headers, tables.current.version),
     log,
     relay: { maxAttempts: opts.relay?.maxAttempts ?? 3, backoffMs: opts.relay?.backoffMs ?? 25 },
     inflight: new Set(),
@@ -134,13 +146,19 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     }));
     telemetry.registerMetricsRoute(app, () => tables.current.gateway.metrics, {
       slotsInUse: async (id) => limiter.slotsInUse(id),
-      channels: () => [...tables.current.channels.values()].filter((c) => c.capacity !== null).map((c) => c.id),
+      channels: () =>
+        [...tables.current.channels.values()].filter((c) => c.capacity !== null).map((c) => c.id),
     });
     registerAdminRoutes(app, {
       store,
       limiter,
       table: () => tables.current,
-      status: () => ({ ...tables.status, health: health.snapshot(Date.now()), limiter: limiter.state(), instance: store.instanceId }),
+      status: () => ({
+        ...tables.status,
+        health: health.snapshot(Date.now()),
+        limiter: limiter.state(),
+        instance: store.instanceId,
+      }),
     });
   });
 

@@ -34,7 +34,11 @@ export function imageCost(size: string, n: number, s: PriceSnapshot): Nano | nul
 }
 
 /** An upper bound of a token request's cost (rounded up): what admission reserves. */
-export function tokenReservation(maxInputTokens: number, maxOutputTokens: number, s: PriceSnapshot): Nano {
+export function tokenReservation(
+  maxInputTokens: number,
+  maxOutputTokens: number,
+  s: PriceSnapshot,
+): Nano {
   const hi = s.price.inputNano > s.price.cacheHitNano ? s.price.inputNano : s.price.cacheHitNano;
   const base = BigInt(maxInputTokens) * hi + BigInt(maxOutputTokens) * s.price.outputNano;
   const scaled = multiply(base, s);

@@ -52,6 +52,6 @@ export function divRound(numerator: bigint, denominator: bigint): bigint {
   const r = numerator % denominator;
   if (r === 0n) return q;
   const twice = (r < 0n ? -r : r) * 2n;
-  const away = (numerator < 0n) !== (denominator < 0n) ? -1n : 1n;
+  const away = numerator < 0n !== denominator < 0n ? -1n : 1n;
   return twice >= (denominator < 0n ? -denominator : denominator) ? q + away : q;
 }

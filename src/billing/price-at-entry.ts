@@ -26,7 +26,11 @@ export function priceInForce(model: ModelEntry, atMs: number): PriceEntry | null
   return null;
 }
 
-export function priceAtEntry(model: ModelEntry, accountId: string, atMs: number): PriceSnapshot | null {
+export function priceAtEntry(
+  model: ModelEntry,
+  accountId: string,
+  atMs: number,
+): PriceSnapshot | null {
   const price = priceInForce(model, atMs);
   if (price === null) return null;
   const peak = peakAt(model, atMs);
@@ -50,12 +54,16 @@ export function snapshotRecord(s: PriceSnapshot): Record<string, string | null> 
     perImage:
       s.price.perImage === null
         ? null
-        : JSON.stringify(Object.fromEntries([...s.price.perImage].map(([k, v]) => [k, v.toString()]))),
+        : JSON.stringify(
+            Object.fromEntries([...s.price.perImage].map(([k, v]) => [k, v.toString()])),
+          ),
     peakWindowId: s.peakWindowId,
     peakMultiplierBp: s.peakBp.toString(),
     campaignId: s.campaignId,
     campaignDiscountBp: s.campaignBp.toString(),
-    effectiveFrom: Number.isFinite(s.price.effectiveFromMs) ? new Date(s.price.effectiveFromMs).toISOString() : null,
+    effectiveFrom: Number.isFinite(s.price.effectiveFromMs)
+      ? new Date(s.price.effectiveFromMs).toISOString()
+      : null,
     pricedAt: new Date(s.atMs).toISOString(),
   };
 }

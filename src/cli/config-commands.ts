@@ -31,7 +31,10 @@ export async function compileCommand(dir: string, json: boolean): Promise<number
   console.log(`version ${table.version}`);
   for (const m of table.modelList) {
     const routes = [...m.routes.values()]
-      .map((r) => `${r.endpoint}→${r.tiers.map((t) => t.candidates.map((c) => c.channel.id).join('|')).join(' > ')}`)
+      .map(
+        (r) =>
+          `${r.endpoint}→${r.tiers.map((t) => t.candidates.map((c) => c.channel.id).join('|')).join(' > ')}`,
+      )
       .join(', ');
     console.log(`  ${m.name}: ${routes}`);
   }

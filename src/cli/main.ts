@@ -30,11 +30,17 @@ export async function main(argv: readonly string[]): Promise<number> {
     case 'validate':
       return validateCommand(need(rest[0], 'validate needs a config directory'));
     case 'compile':
-      return compileCommand(need(rest[0], 'compile needs a config directory'), args.flags.has('json'));
+      return compileCommand(
+        need(rest[0], 'compile needs a config directory'),
+        args.flags.has('json'),
+      );
     case 'serve': {
       const { serveCommand } = await import('./serve-command.ts');
       const port = flag(args, 'port');
-      return serveCommand(flag(args, 'config') ?? rest[0] ?? 'config', port === null ? null : Number(port));
+      return serveCommand(
+        flag(args, 'config') ?? rest[0] ?? 'config',
+        port === null ? null : Number(port),
+      );
     }
     case 'accounts':
     case 'keys': {
@@ -51,19 +57,19 @@ function need(value: string | undefined, message: string): string {
   return value;
 }
 
-if (import.meta.main) {
-  main(process.argv.slice(2)).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (err: unknown) => {
-      if (err instanceof UsageError) {
-        console.error(`switchyard: ${err.message}\n\n${HELP}`);
-        process.exitCode = 2;
-      } else {
-        console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-        process.exitCode = 1;
-      }
-    },
-  );
+/** Runs the CLI and sets the exit code: 2 for a usage mistake (with help), 1 for a failure. */
+export async function run(argv: readonly string[]): Promise<void> {
+  try {
+    process.exitCode = await main(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`switchyard: ${err.message}\n\n${HELP}`);
+      process.exitCode = 2;
+    } else {
+      console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+      process.exitCode = 1;
+    }
+  }
 }
+
+if (import.meta.main) await run(process.argv.slice(2));

@@ -9,12 +9,17 @@ export async function serveCommand(dir: string, port: number | null): Promise<nu
   } catch (err) {
     if (err instanceof ConfigError) {
       for (const d of err.diagnostics) console.error(formatDiagnostic(d));
-      console.error(`${dir}: the gateway did not start (fix the errors above; \`switchyard validate ${dir}\` checks them)`);
+      console.error(
+        `${dir}: the gateway did not start (fix the errors above; \`switchyard validate ${dir}\` checks them)`,
+      );
       return 1;
     }
     throw err;
   }
-  gateway.ctx.log.info({ url: gateway.url, version: gateway.tables.current.version }, `switchyard listening on ${gateway.url}`);
+  gateway.ctx.log.info(
+    { url: gateway.url, version: gateway.tables.current.version },
+    `switchyard listening on ${gateway.url}`,
+  );
   await new Promise<void>((resolve) => {
     const stop = (): void => resolve();
     process.once('SIGINT', stop);

@@ -1,7 +1,12 @@
 // The fastify application: request ids, body parsing with exact 4xx errors, the one error
 // function, and every route of the endpoint registry. Authentication runs before routing, so an
 // unauthenticated call does no upstream work and costs nothing (spec 5.6, DESIGN invariant 4).
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { FastifyBaseLogger } from 'fastify';
 import { LimiterUnavailableError } from '../limits/limiter.ts';
 import type { GatewayContext } from '../relay/context.ts';
@@ -22,14 +27,26 @@ declare module 'fastify' {
 }
 
 /** The one function every error leaves through (DESIGN invariant 6). */
-export function sendError(reply: FastifyReply, err: GatewayError, requestId: string, style: ErrorStyle): void {
+export function sendError(
+  reply: FastifyReply,
+  err: GatewayError,
+  requestId: string,
+  style: ErrorStyle,
+): void {
   if (err.headers !== null) reply.headers(err.headers);
-  reply.code(err.status).header('content-type', 'application/json').send(errorBody(err.code, err.message, requestId, style));
+  reply
+    .code(err.status)
+    .header('content-type', 'application/json')
+    .send(errorBody(err.code, err.message, requestId, style));
 }
 
 function toGatewayError(err: unknown): GatewayError | null {
   if (err instanceof GatewayError) return err;
-  if (err instanceof LimiterUnavailableError) return new GatewayError('service_unavailable', 'the shared limiter (Redis) is unavailable; try again shortly');
+  if (err instanceof LimiterUnavailableError)
+    return new GatewayError(
+      'service_unavailable',
+      'the shared limiter (Redis) is unavailable; try again shortly',
+    );
   const code = (err as { code?: string }).code;
   switch (code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -39,7 +56,10 @@ function toGatewayError(err: unknown): GatewayError | null {
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new GatewayError('invalid_parameter_error', 'the request body is empty');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new GatewayError('invalid_parameter_error', 'the content-length does not match the body');
+      return new GatewayError(
+        'invalid_parameter_error',
+        'the content-length does not match the body',
+      );
     default:
       break;
   }
@@ -56,7 +76,10 @@ export function clientIp(req: FastifyRequest, table: RoutingTable): string {
   const trusted = table.gateway.trustedProxies;
   if (trusted.length === 0 || !trusted.includes(peer)) return peer;
   const xff = req.headers['x-forwarded-for'];
-  const list = (Array.isArray(xff) ? xff.join(',') : (xff ?? '')).split(',').map((s) => s.trim()).filter(Boolean);
+  const list = (Array.isArray(xff) ? xff.join(',') : (xff ?? ''))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   // Walk from the nearest hop back: the first address that is not a trusted proxy is the client.
   for (let i = list.length - 1; i >= 0; i--) {
     const hop = list[i]!;
@@ -75,20 +98,33 @@ function credentialOf(req: FastifyRequest, def: EndpointDef): string | null {
   return null;
 }
 
-async function authenticate(ctx: GatewayContext, table: RoutingTable, def: EndpointDef, req: FastifyRequest, obs: RequestObserver): Promise<Caller> {
+async function authenticate(
+  ctx: GatewayContext,
+  table: RoutingTable,
+  def: EndpointDef,
+  req: FastifyRequest,
+  obs: RequestObserver,
+): Promise<Caller> {
   const ipSource = `ip:${clientIp(req, table)}`;
   const banned = await ctx.limiter.isBlacklisted(ipSource);
   if (banned !== null) {
     obs.rejected('blacklist', 'temp_blacklisted');
-    throw new GatewayError('temp_blacklisted', `this source is temporarily restricted until ${new Date(banned.untilMs).toISOString()}`);
+    throw new GatewayError(
+      'temp_blacklisted',
+      `this source is temporarily restricted until ${new Date(banned.untilMs).toISOString()}`,
+    );
   }
   const plaintext = credentialOf(req, def);
   const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext);
   if (result === null || !result.ok) {
     obs.rejected('auth', 'invalid_token');
     await strike(ctx, table, ipSource, 'auth_failure');
-    if (result !== null && !result.ok && result.reason === 'account_disabled') throw new GatewayError('account_disabled');
-    const why = result === null ? 'no API key was sent' : `the API key is ${result.reason === 'unknown_key' ? 'invalid' : result.reason === 'key_expired' ? 'expired' : 'disabled'}`;
+    if (result !== null && !result.ok && result.reason === 'account_disabled')
+      throw new GatewayError('account_disabled');
+    const why =
+      result === null
+        ? 'no API key was sent'
+        : `the API key is ${result.reason === 'unknown_key' ? 'invalid' : result.reason === 'key_expired' ? 'expired' : 'disabled'}`;
     throw new GatewayError('invalid_token', why);
   }
   const key = result.key;
@@ -97,25 +133,51 @@ async function authenticate(ctx: GatewayContext, table: RoutingTable, def: Endpo
     const keyBan = await ctx.limiter.isBlacklisted(source);
     if (keyBan !== null) {
       obs.rejected('blacklist', 'temp_blacklisted');
-      throw new GatewayError('temp_blacklisted', `this key is temporarily restricted until ${new Date(keyBan.untilMs).toISOString()}`);
+      throw new GatewayError(
+        'temp_blacklisted',
+        `this key is temporarily restricted until ${new Date(keyBan.untilMs).toISOString()}`,
+      );
     }
   }
   // Spec 9.2 pins 2023-06-01; newer SDKs send a later date for the same protocol, which upstreams
   // still receive as 2023-06-01. A missing or malformed version is the client's mistake.
   const version = req.headers['anthropic-version'];
-  if (def.auth === 'anthropic' && (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version) || version < '2023-06-01')) {
+  if (
+    def.auth === 'anthropic' &&
+    (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version) || version < '2023-06-01')
+  ) {
     obs.rejected('validation', 'invalid_parameter_error');
-    throw new GatewayError('invalid_parameter_error', 'the anthropic-version header is required (2023-06-01)');
+    throw new GatewayError(
+      'invalid_parameter_error',
+      'the anthropic-version header is required (2023-06-01)',
+    );
   }
   obs.identify({ accountId: key.accountId, keyId: key.id, model: null });
-  return { keyId: key.id, accountId: key.accountId, allowedModels: key.allowedModels, realnameVerified: result.realnameVerified, source };
+  return {
+    keyId: key.id,
+    accountId: key.accountId,
+    allowedModels: key.allowedModels,
+    realnameVerified: result.realnameVerified,
+    source,
+  };
 }
 
 function modelObject(m: RoutingTable['modelList'][number], created: number): object {
-  return { id: m.name, object: 'model', created, owned_by: m.ownedBy, supported_endpoints: m.endpoints };
+  return {
+    id: m.name,
+    object: 'model',
+    created,
+    owned_by: m.ownedBy,
+    supported_endpoints: m.endpoints,
+  };
 }
 
-async function handle(ctx: GatewayContext, def: EndpointDef, req: FastifyRequest, reply: FastifyReply): Promise<void> {
+async function handle(
+  ctx: GatewayContext,
+  def: EndpointDef,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
   const table = ctx.tables.current;
   if (def.handler === 'pricing') {
     reply.header('cache-control', 'public, max-age=30').send(pricingPayload(table, Date.now()));
@@ -128,7 +190,9 @@ async function handle(ctx: GatewayContext, def: EndpointDef, req: FastifyRequest
     const created = Math.floor(table.compiledAtMs / 1000);
     switch (def.handler) {
       case 'models': {
-        const data = table.modelList.filter((m) => keyAllowsModel(caller.allowedModels, m.name)).map((m) => modelObject(m, created));
+        const data = table.modelList
+          .filter((m) => keyAllowsModel(caller.allowedModels, m.name))
+          .map((m) => modelObject(m, created));
         reply.send({ object: 'list', data });
         return;
       }
@@ -136,20 +200,32 @@ async function handle(ctx: GatewayContext, def: EndpointDef, req: FastifyRequest
         const name = (req.params as { model: string }).model;
         const m = table.models.get(name);
         if (m === undefined || !keyAllowsModel(caller.allowedModels, name)) {
-          throw new GatewayError('model_not_found', `model "${name}" does not exist or this key may not use it`);
+          throw new GatewayError(
+            'model_not_found',
+            `model "${name}" does not exist or this key may not use it`,
+          );
         }
         reply.send(modelObject(m, created));
         return;
       }
       case 'no_model_route':
-        throw new GatewayError('not_found', `${req.url.split('?')[0]} is not open on this gateway: no upstream channel is connected for it`);
+        throw new GatewayError(
+          'not_found',
+          `${req.url.split('?')[0]} is not open on this gateway: no upstream channel is connected for it`,
+        );
       case 'task_fetch':
-        throw new GatewayError('not_found', `task "${(req.params as { id: string }).id}" does not exist`);
+        throw new GatewayError(
+          'not_found',
+          `task "${(req.params as { id: string }).id}" does not exist`,
+        );
       default:
         if (def.body === 'multipart' || def.body === 'none' || def.body === 'any') {
           // Endpoints with no adapter yet: no model can open them (the compiler refuses), so the
           // answer is the clear "not open" error, never a fallback to another endpoint.
-          throw new GatewayError('model_not_found', `the ${def.kind} endpoint is not open for any model on this gateway`);
+          throw new GatewayError(
+            'model_not_found',
+            `the ${def.kind} endpoint is not open for any model on this gateway`,
+          );
         }
         await relayModelRoute(ctx, def, req, reply, caller, obs);
     }
@@ -169,7 +245,11 @@ export interface AppOptions {
   bodyLimit: number;
 }
 
-export function buildApp(ctx: GatewayContext, opts: AppOptions, extra: (app: FastifyInstance) => void): FastifyInstance {
+export function buildApp(
+  ctx: GatewayContext,
+  opts: AppOptions,
+  extra: (app: FastifyInstance) => void,
+): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger,
     bodyLimit: opts.bodyLimit,
@@ -199,7 +279,10 @@ export function buildApp(ctx: GatewayContext, opts: AppOptions, extra: (app: Fas
     try {
       done(null, JSON.parse(body.toString('utf8')));
     } catch (err) {
-      done(new GatewayError('invalid_parameter_error', `malformed JSON: ${(err as Error).message}`), undefined);
+      done(
+        new GatewayError('invalid_parameter_error', `malformed JSON: ${(err as Error).message}`),
+        undefined,
+      );
     }
   });
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
@@ -214,14 +297,25 @@ export function buildApp(ctx: GatewayContext, opts: AppOptions, extra: (app: Fas
       return;
     }
     req.log.error({ err }, 'unhandled error');
-    sendError(reply, new GatewayError('internal_error', `internal error (request id ${req.id})`), req.id, req.errorStyle);
+    sendError(
+      reply,
+      new GatewayError('internal_error', `internal error (request id ${req.id})`),
+      req.id,
+      req.errorStyle,
+    );
   });
   app.setNotFoundHandler((req, reply) => {
-    sendError(reply, new GatewayError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`), req.id, req.errorStyle);
+    sendError(
+      reply,
+      new GatewayError('not_found', `no route ${req.method} ${req.url.split('?')[0]}`),
+      req.id,
+      req.errorStyle,
+    );
   });
 
   for (const def of ENDPOINTS) {
-    const methods = def.method === 'ANY' ? (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const) : [def.method];
+    const methods =
+      def.method === 'ANY' ? (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const) : [def.method];
     app.route({
       method: [...methods],
       url: def.path,

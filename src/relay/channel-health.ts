@@ -59,9 +59,16 @@ export class ChannelHealth {
     }
   }
 
-  snapshot(nowMs: number): Record<string, { cooling: boolean; coolUntilMs: number; failures: number }> {
+  snapshot(
+    nowMs: number,
+  ): Record<string, { cooling: boolean; coolUntilMs: number; failures: number }> {
     const out: Record<string, { cooling: boolean; coolUntilMs: number; failures: number }> = {};
-    for (const [id, h] of this.byChannel) out[id] = { cooling: h.coolUntilMs > nowMs, coolUntilMs: h.coolUntilMs, failures: h.failures };
+    for (const [id, h] of this.byChannel)
+      out[id] = {
+        cooling: h.coolUntilMs > nowMs,
+        coolUntilMs: h.coolUntilMs,
+        failures: h.failures,
+      };
     return out;
   }
 }

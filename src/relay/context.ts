@@ -24,7 +24,12 @@ export interface GatewayContext {
   upstreams: Upstreams;
   health: ChannelHealth;
   /** Starts the observer of one request (spans, metrics, access log). */
-  observe: (requestId: string, route: string, method: string, headers: Record<string, string | string[] | undefined>) => RequestObserver;
+  observe: (
+    requestId: string,
+    route: string,
+    method: string,
+    headers: Record<string, string | string[] | undefined>,
+  ) => RequestObserver;
   log: FastifyBaseLogger;
   relay: RelayOptions;
   /** Settlements still being written; close() waits for them so nothing is lost on shutdown. */

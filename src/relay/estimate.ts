@@ -19,7 +19,16 @@ function collectText(value: unknown, out: string[]): void {
   else if (Array.isArray(value)) for (const v of value) collectText(v, out);
   else if (value !== null && typeof value === 'object') {
     const o = value as Record<string, unknown>;
-    for (const k of ['content', 'text', 'input', 'system', 'messages', 'prompt', 'instructions', 'arguments']) {
+    for (const k of [
+      'content',
+      'text',
+      'input',
+      'system',
+      'messages',
+      'prompt',
+      'instructions',
+      'arguments',
+    ]) {
       if (k in o) collectText(o[k], out);
     }
   }

@@ -4,23 +4,10 @@
 import type { Usage } from '../protocols/usage.ts';
 
 export type RejectedLayer =
-  | 'auth'
-  | 'blacklist'
-  | 'validation'
-  | 'routing'
-  | 'permission'
-  | 'rpm'
-  | 'balance'
-  | 'capacity';
+  'auth' | 'blacklist' | 'validation' | 'routing' | 'permission' | 'rpm' | 'balance' | 'capacity';
 
 export type AttemptOutcome =
-  | 'ok'
-  | 'http_5xx'
-  | 'http_429'
-  | 'http_4xx'
-  | 'timeout'
-  | 'connect_error'
-  | 'stream_cut';
+  'ok' | 'http_5xx' | 'http_429' | 'http_4xx' | 'timeout' | 'connect_error' | 'stream_cut';
 
 export interface AttemptObserver {
   end(outcome: AttemptOutcome, status: number | null): void;

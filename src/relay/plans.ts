@@ -62,7 +62,9 @@ function reasoningParams(input: PlanInput): Record<string, unknown> | null {
   const r = input.model.reasoning;
   if (r === null) return null;
   const effort = input.effort ?? r.defaultEffort;
-  return (r.params[effort][input.candidate.channel.protocol] as Record<string, unknown> | null) ?? null;
+  return (
+    (r.params[effort][input.candidate.channel.protocol] as Record<string, unknown> | null) ?? null
+  );
 }
 
 function headersFor(input: PlanInput): Record<string, string> {
@@ -97,7 +99,12 @@ export function planFor(input: PlanInput): UpstreamPlan {
   switch (input.endpoint) {
     case 'chat': {
       if (candidate.channel.protocol === 'anthropic') {
-        const t = chatRequestToAnthropic(body as unknown as ChatRequest, upstreamModel, params, input.model.maxOutputTokens);
+        const t = chatRequestToAnthropic(
+          body as unknown as ChatRequest,
+          upstreamModel,
+          params,
+          input.model.maxOutputTokens,
+        );
         return {
           path: '/messages',
           headers,
@@ -107,7 +114,13 @@ export function planFor(input: PlanInput): UpstreamPlan {
             const chat = anthropicResponseToChat(answer, publicName);
             if (chat === null) return null;
             const info = readMessagesResponse(answer);
-            return { text: json(chat), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+            return {
+              text: json(chat),
+              usage: info.usage,
+              upstreamId: info.id,
+              upstreamModel: info.model,
+              images: 0,
+            };
           },
           relay: () => new AnthropicToChatStream(t.clientWantsUsage, publicName),
         };
@@ -120,14 +133,24 @@ export function planFor(input: PlanInput): UpstreamPlan {
         stream: m.stream,
         finish(answer) {
           const info = readChatResponse(answer);
-          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+          return {
+            text: json(answer),
+            usage: info.usage,
+            upstreamId: info.id,
+            upstreamModel: info.model,
+            images: 0,
+          };
         },
         relay: () => new ChatStreamRelay(m.clientWantsUsage),
       };
     }
     case 'messages': {
       if (candidate.channel.protocol === 'openai') {
-        const t = messagesRequestToOpenAi(body as unknown as MessagesRequest, upstreamModel, params);
+        const t = messagesRequestToOpenAi(
+          body as unknown as MessagesRequest,
+          upstreamModel,
+          params,
+        );
         return {
           path: '/chat/completions',
           headers,
@@ -137,7 +160,13 @@ export function planFor(input: PlanInput): UpstreamPlan {
             const message = openAiResponseToMessages(answer, publicName);
             if (message === null) return null;
             const info = readChatResponse(answer);
-            return { text: json(message), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+            return {
+              text: json(message),
+              usage: info.usage,
+              upstreamId: info.id,
+              upstreamModel: info.model,
+              images: 0,
+            };
           },
           relay: () => new OpenAiToMessagesStream(publicName),
         };
@@ -150,7 +179,13 @@ export function planFor(input: PlanInput): UpstreamPlan {
         stream: m.stream,
         finish(answer) {
           const info = readMessagesResponse(answer);
-          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+          return {
+            text: json(answer),
+            usage: info.usage,
+            upstreamId: info.id,
+            upstreamModel: info.model,
+            images: 0,
+          };
         },
         relay: () => new MessagesStreamRelay(),
       };
@@ -164,7 +199,13 @@ export function planFor(input: PlanInput): UpstreamPlan {
         stream: m.stream,
         finish(answer) {
           const info = readResponsesResponse(answer);
-          return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+          return {
+            text: json(answer),
+            usage: info.usage,
+            upstreamId: info.id,
+            upstreamModel: info.model,
+            images: 0,
+          };
         },
         relay: () => new ResponsesStreamRelay(),
       };
@@ -172,22 +213,44 @@ export function planFor(input: PlanInput): UpstreamPlan {
     case 'embeddings':
       return nonStream('/embeddings', headers, { ...body, model: upstreamModel }, (answer) => {
         const info = readEmbeddingsResponse(answer);
-        return { text: json(answer), usage: info.usage, upstreamId: info.id, upstreamModel: info.model, images: 0 };
+        return {
+          text: json(answer),
+          usage: info.usage,
+          upstreamId: info.id,
+          upstreamModel: info.model,
+          images: 0,
+        };
       });
     case 'images_generations':
-      return nonStream('/images/generations', headers, { ...body, model: upstreamModel }, (answer) => {
-        const info = readImagesResponse(answer);
-        return { text: json(answer), usage: info.usage, upstreamId: null, upstreamModel: null, images: info.images };
-      });
+      return nonStream(
+        '/images/generations',
+        headers,
+        { ...body, model: upstreamModel },
+        (answer) => {
+          const info = readImagesResponse(answer);
+          return {
+            text: json(answer),
+            usage: info.usage,
+            upstreamId: null,
+            upstreamModel: null,
+            images: info.images,
+          };
+        },
+      );
     default: {
       const path = PASSTHROUGH_PATHS[input.endpoint] ?? `/${input.endpoint}`;
-      return nonStream(path, headers, { ...body, model: upstreamModel, stream: false }, (answer) => ({
-        text: json(answer),
-        usage: usageFromOpenAiChat((answer as JsonObject | null)?.usage),
-        upstreamId: null,
-        upstreamModel: null,
-        images: 0,
-      }));
+      return nonStream(
+        path,
+        headers,
+        { ...body, model: upstreamModel, stream: false },
+        (answer) => ({
+          text: json(answer),
+          usage: usageFromOpenAiChat((answer as JsonObject | null)?.usage),
+          upstreamId: null,
+          upstreamModel: null,
+          images: 0,
+        }),
+      );
     }
   }
 }

@@ -57,9 +57,14 @@ export function styleOf(def: EndpointDef): ErrorStyle {
 }
 
 /** Resolves the model and endpoint; unknown model or closed endpoint is 404 naming both. */
-export function resolveRoute(table: RoutingTable, modelName: string, endpoint: EndpointKind): { model: ModelEntry; route: Route } {
+export function resolveRoute(
+  table: RoutingTable,
+  modelName: string,
+  endpoint: EndpointKind,
+): { model: ModelEntry; route: Route } {
   const model = table.models.get(modelName);
-  if (model === undefined) throw new GatewayError('model_not_found', `model "${modelName}" does not exist`);
+  if (model === undefined)
+    throw new GatewayError('model_not_found', `model "${modelName}" does not exist`);
   const route = model.routes.get(endpoint);
   if (route === undefined) {
     throw new GatewayError(
@@ -70,9 +75,19 @@ export function resolveRoute(table: RoutingTable, modelName: string, endpoint: E
   return { model, route };
 }
 
-const NO_FACTS: ChatFacts = { stream: false, wantsUsage: false, maxTokens: null, imageBlocks: 0, effort: null };
+const NO_FACTS: ChatFacts = {
+  stream: false,
+  wantsUsage: false,
+  maxTokens: null,
+  imageBlocks: 0,
+  effort: null,
+};
 
-function validate(endpoint: EndpointKind, body: JsonObject, model: ModelEntry): { facts: ChatFacts; size: string | null; n: number } {
+function validate(
+  endpoint: EndpointKind,
+  body: JsonObject,
+  model: ModelEntry,
+): { facts: ChatFacts; size: string | null; n: number } {
   switch (endpoint) {
     case 'chat':
       return { facts: validateChat(body, model), size: null, n: 0 };
@@ -81,12 +96,19 @@ function validate(endpoint: EndpointKind, body: JsonObject, model: ModelEntry): 
     case 'responses':
       return { facts: validateResponses(body, model), size: null, n: 0 };
     case 'images_generations': {
-      const sizes = model.billing === 'image' ? [...(model.prices.at(-1)?.perImage?.keys() ?? [])] : ['1024x1024', '1024x1536', '1536x1024', '512x512', '256x256'];
+      const sizes =
+        model.billing === 'image'
+          ? [...(model.prices.at(-1)?.perImage?.keys() ?? [])]
+          : ['1024x1024', '1024x1536', '1536x1024', '512x512', '256x256'];
       const img = validateImages(body, model, sizes);
       return { facts: NO_FACTS, size: img.size, n: img.n };
     }
     default:
-      if (body.stream === true) throw new GatewayError('invalid_parameter_error', `stream is not supported on the ${endpoint} endpoint`);
+      if (body.stream === true)
+        throw new GatewayError(
+          'invalid_parameter_error',
+          `stream is not supported on the ${endpoint} endpoint`,
+        );
       return { facts: NO_FACTS, size: null, n: 0 };
   }
 }
@@ -126,7 +148,10 @@ async function admit(
   }
   if (model.realnameRequired && !caller.realnameVerified) {
     obs.rejected('permission', 'realname_required');
-    throw new GatewayError('realname_required', `model "${model.name}" requires real-name verification of the account`);
+    throw new GatewayError(
+      'realname_required',
+      `model "${model.name}" requires real-name verification of the account`,
+    );
   }
   const body = rawBody as JsonObject;
   let checked: { facts: ChatFacts; size: string | null; n: number };
@@ -141,7 +166,11 @@ async function admit(
   if (model.rpm !== null) {
     const scope = table.limits.rpmScope;
     const bucket =
-      scope === 'platform' ? `rpm:${model.name}` : scope === 'key' ? `rpm:${model.name}:key:${caller.keyId}` : `rpm:${model.name}:acct:${caller.accountId}`;
+      scope === 'platform'
+        ? `rpm:${model.name}`
+        : scope === 'key'
+          ? `rpm:${model.name}:key:${caller.keyId}`
+          : `rpm:${model.name}:acct:${caller.accountId}`;
     const r = await ctx.limiter.hitRpm(bucket, model.rpm);
     const headers: Record<string, string> = {
       'x-ratelimit-limit-requests': String(r.limit),
@@ -151,10 +180,14 @@ async function admit(
     if (!r.allowed) {
       obs.rejected('rpm', 'rate_limited');
       await strike(ctx, table, caller.source, 'rate_limited');
-      throw new GatewayError('rate_limited', `rate limit of ${model.rpm} requests per minute reached for model "${model.name}"`, {
-        ...headers,
-        'retry-after': String(r.retryAfterSeconds),
-      });
+      throw new GatewayError(
+        'rate_limited',
+        `rate limit of ${model.rpm} requests per minute reached for model "${model.name}"`,
+        {
+          ...headers,
+          'retry-after': String(r.retryAfterSeconds),
+        },
+      );
     }
     reply.headers(headers);
   }
@@ -170,29 +203,67 @@ async function admit(
     reservedNano = imageCost(checked.size ?? '', checked.n, snapshot) ?? 0n;
   } else {
     const maxOut = checked.facts.maxTokens ?? model.maxOutputTokens;
-    reservedNano = tokenReservation(inputTokenBound(bodyBytes, checked.facts.imageBlocks), maxOut, snapshot);
+    reservedNano = tokenReservation(
+      inputTokenBound(bodyBytes, checked.facts.imageBlocks),
+      maxOut,
+      snapshot,
+    );
   }
   let reserved;
   try {
-    reserved = await ctx.store.reserve({ requestId, accountId: caller.accountId, keyId: caller.keyId, model: model.name, endpoint, amountNano: reservedNano });
+    reserved = await ctx.store.reserve({
+      requestId,
+      accountId: caller.accountId,
+      keyId: caller.keyId,
+      model: model.name,
+      endpoint,
+      amountNano: reservedNano,
+    });
   } catch (err) {
     ctx.log.error({ err, reqId: requestId }, 'store reserve failed');
-    throw new GatewayError('service_unavailable', 'the account store is unavailable; try again shortly');
+    throw new GatewayError(
+      'service_unavailable',
+      'the account store is unavailable; try again shortly',
+    );
   }
   if (reserved !== 'ok') {
-    obs.rejected('balance', reserved === 'insufficient' ? 'insufficient_user_quota' : 'account_disabled');
-    throw reserved === 'insufficient' ? new GatewayError('insufficient_user_quota') : new GatewayError('account_disabled');
+    obs.rejected(
+      'balance',
+      reserved === 'insufficient' ? 'insufficient_user_quota' : 'account_disabled',
+    );
+    throw reserved === 'insufficient'
+      ? new GatewayError('insufficient_user_quota')
+      : new GatewayError('account_disabled');
   }
   obs.admitted();
-  return { model, route, body, facts: checked.facts, snapshot, reservedNano, imageSize: checked.size, imageCount: checked.n };
+  return {
+    model,
+    route,
+    body,
+    facts: checked.facts,
+    snapshot,
+    reservedNano,
+    imageSize: checked.size,
+    imageCount: checked.n,
+  };
 }
 
 /** Counts a strike for the blacklist rules on this event; trips the ban when a rule says so. */
-export async function strike(ctx: GatewayContext, table: RoutingTable, source: string, on: 'auth_failure' | 'rate_limited'): Promise<void> {
+export async function strike(
+  ctx: GatewayContext,
+  table: RoutingTable,
+  source: string,
+  on: 'auth_failure' | 'rate_limited',
+): Promise<void> {
   for (const rule of table.limits.blacklistRules) {
     if (rule.on !== on) continue;
     try {
-      await ctx.limiter.recordStrike(source, { name: on, max: rule.max, windowMs: rule.windowMs, banMs: rule.banMs });
+      await ctx.limiter.recordStrike(source, {
+        name: on,
+        max: rule.max,
+        windowMs: rule.windowMs,
+        banMs: rule.banMs,
+      });
     } catch (err) {
       ctx.log.warn({ err }, 'blacklist strike not recorded');
     }
@@ -208,14 +279,32 @@ interface AttemptFailure {
 }
 
 function classify(err: unknown): AttemptFailure {
-  if (err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.BodyTimeoutError) {
-    return { outcome: 'timeout', status: null, message: 'the upstream did not answer in time', clientFault: false };
+  if (
+    err instanceof undiciErrors.HeadersTimeoutError ||
+    err instanceof undiciErrors.BodyTimeoutError
+  ) {
+    return {
+      outcome: 'timeout',
+      status: null,
+      message: 'the upstream did not answer in time',
+      clientFault: false,
+    };
   }
   if (err instanceof undiciErrors.ConnectTimeoutError) {
-    return { outcome: 'timeout', status: null, message: 'connecting to the upstream timed out', clientFault: false };
+    return {
+      outcome: 'timeout',
+      status: null,
+      message: 'connecting to the upstream timed out',
+      clientFault: false,
+    };
   }
   const code = (err as { code?: string }).code ?? '';
-  return { outcome: 'connect_error', status: null, message: `upstream connection failed (${code || 'error'})`, clientFault: false };
+  return {
+    outcome: 'connect_error',
+    status: null,
+    message: `upstream connection failed (${code || 'error'})`,
+    clientFault: false,
+  };
 }
 
 function retryAfterMs(headers: Dispatcher.ResponseData['headers']): number | null {
@@ -263,7 +352,8 @@ interface Answered {
 }
 
 /** Outcome of the attempts loop: a started stream, a full answer, or the error to return. */
-type Dispatched = StreamStarted | Answered | { kind: 'error'; error: GatewayError; attempted: boolean };
+type Dispatched =
+  StreamStarted | Answered | { kind: 'error'; error: GatewayError; attempted: boolean };
 
 async function dispatch(
   ctx: GatewayContext,
@@ -287,7 +377,11 @@ async function dispatch(
     // Capacity: a full channel is skipped; its slot is held until the answer or stream ends.
     let lease = null;
     if (channel.capacity !== null) {
-      lease = await ctx.limiter.acquireSlot(channel.id, channel.capacity, channel.timeouts.totalMs + 5_000);
+      lease = await ctx.limiter.acquireSlot(
+        channel.id,
+        channel.capacity,
+        channel.timeouts.totalMs + 5_000,
+      );
       if (lease === null) {
         full++;
         continue;
@@ -297,9 +391,12 @@ async function dispatch(
     const release = async (): Promise<void> => {
       if (released || lease === null) return;
       released = true;
-      await ctx.limiter.releaseSlot(lease).catch((err: unknown) => ctx.log.warn({ err }, 'slot release failed'));
+      await ctx.limiter
+        .releaseSlot(lease)
+        .catch((err: unknown) => ctx.log.warn({ err }, 'slot release failed'));
     };
-    if (attempts > 0) await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
+    if (attempts > 0)
+      await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
     attempts++;
     const attemptObs = obs.attempt(channel.id, channel.protocol, attempts);
     const plan = planFor({
@@ -345,14 +442,25 @@ async function dispatch(
           clientFault: false,
         };
         attemptObs.end(lastFailure.outcome, status);
-        ctx.health.failure(channel.id, Date.now(), status === 429 ? retryAfterMs(response.headers) : null);
+        ctx.health.failure(
+          channel.id,
+          Date.now(),
+          status === 429 ? retryAfterMs(response.headers) : null,
+        );
         continue;
       }
       // 400, 404, 413, 422…: the request itself is at fault; another channel would say the same.
       attemptObs.end('http_4xx', status);
       // An upstream may quote a key in its message: scrub before it reaches the client.
       const said = scrubSecrets(reason);
-      return { kind: 'error', error: new GatewayError('invalid_parameter_error', `upstream rejected the request: ${said}`), attempted: true };
+      return {
+        kind: 'error',
+        error: new GatewayError(
+          'invalid_parameter_error',
+          `upstream rejected the request: ${said}`,
+        ),
+        attempted: true,
+      };
     }
     if (!plan.stream) {
       let finished: Finished | null = null;
@@ -363,14 +471,24 @@ async function dispatch(
         await release();
         if (signal.aborted) break;
         lastFailure = classify(err);
-        if (lastFailure.outcome === 'connect_error') lastFailure = { ...lastFailure, outcome: 'stream_cut', message: 'the upstream answer was cut or malformed' };
+        if (lastFailure.outcome === 'connect_error')
+          lastFailure = {
+            ...lastFailure,
+            outcome: 'stream_cut',
+            message: 'the upstream answer was cut or malformed',
+          };
         attemptObs.end(lastFailure.outcome, status);
         ctx.health.failure(channel.id, Date.now());
         continue;
       }
       await release();
       if (finished === null) {
-        lastFailure = { outcome: 'http_5xx', status, message: 'the upstream answer was not the expected object', clientFault: false };
+        lastFailure = {
+          outcome: 'http_5xx',
+          status,
+          message: 'the upstream answer was not the expected object',
+          clientFault: false,
+        };
         attemptObs.end('http_5xx', status);
         ctx.health.failure(channel.id, Date.now());
         continue;
@@ -396,14 +514,23 @@ async function dispatch(
     } catch (err) {
       await release();
       if (signal.aborted) break;
-      lastFailure = { ...classify(err), outcome: 'stream_cut', message: 'the upstream stream was cut before its first event' };
+      lastFailure = {
+        ...classify(err),
+        outcome: 'stream_cut',
+        message: 'the upstream stream was cut before its first event',
+      };
       attemptObs.end('stream_cut', status);
       ctx.health.failure(channel.id, Date.now());
       continue;
     }
     if (first === '') {
       await release();
-      lastFailure = { outcome: 'stream_cut', status, message: 'the upstream stream ended empty', clientFault: false };
+      lastFailure = {
+        outcome: 'stream_cut',
+        status,
+        message: 'the upstream stream ended empty',
+        clientFault: false,
+      };
       attemptObs.end('stream_cut', status);
       ctx.health.failure(channel.id, Date.now());
       continue;
@@ -413,22 +540,40 @@ async function dispatch(
     obs.firstChunk(channel.id);
     return { kind: 'stream', candidate, plan, relay, response, iterator, first, release };
   }
-  if (signal.aborted) return { kind: 'error', error: new GatewayError('upstream_error', 'the client went away'), attempted: attempts > 0 };
+  if (signal.aborted)
+    return {
+      kind: 'error',
+      error: new GatewayError('upstream_error', 'the client went away'),
+      attempted: attempts > 0,
+    };
   if (attempts === 0 && full > 0) {
     obs.rejected('capacity', 'channel_capacity_exceeded');
     return {
       kind: 'error',
-      error: new GatewayError('channel_capacity_exceeded', `every channel of model "${admitted.model.name}" is at capacity`),
+      error: new GatewayError(
+        'channel_capacity_exceeded',
+        `every channel of model "${admitted.model.name}" is at capacity`,
+      ),
       attempted: false,
     };
   }
   const elapsed = Math.round(performance.now() - started);
   if (lastFailure?.outcome === 'timeout') {
-    return { kind: 'error', error: new GatewayError('upstream_timeout', `${lastFailure.message} (${attempts} attempt(s), ${elapsed} ms)`), attempted: true };
+    return {
+      kind: 'error',
+      error: new GatewayError(
+        'upstream_timeout',
+        `${lastFailure.message} (${attempts} attempt(s), ${elapsed} ms)`,
+      ),
+      attempted: true,
+    };
   }
   return {
     kind: 'error',
-    error: new GatewayError('upstream_error', `${lastFailure?.message ?? 'no channel could be tried'} (${attempts} attempt(s), ${elapsed} ms)`),
+    error: new GatewayError(
+      'upstream_error',
+      `${lastFailure?.message ?? 'no channel could be tried'} (${attempts} attempt(s), ${elapsed} ms)`,
+    ),
     attempted: attempts > 0,
   };
 }
@@ -439,7 +584,12 @@ interface Metered {
   costNano: Nano;
 }
 
-function meter(admitted: Admitted, usage: Usage | null, images: number, outputEstimate: number): Metered {
+function meter(
+  admitted: Admitted,
+  usage: Usage | null,
+  images: number,
+  outputEstimate: number,
+): Metered {
   const s = admitted.snapshot;
   if (admitted.model.billing === 'image' && admitted.imageSize !== null) {
     const count = images > 0 ? images : 0;
@@ -447,7 +597,13 @@ function meter(admitted: Admitted, usage: Usage | null, images: number, outputEs
   }
   if (usage !== null) return { usage, estimated: false, costNano: tokenCost(usage, s) };
   const input = estimateInputTokens(admitted.body);
-  const est: Usage = { inputTokens: input, cacheHitTokens: 0, outputTokens: outputEstimate, reasoningTokens: 0, cacheHitReported: false };
+  const est: Usage = {
+    inputTokens: input,
+    cacheHitTokens: 0,
+    outputTokens: outputEstimate,
+    reasoningTokens: 0,
+    cacheHitReported: false,
+  };
   return { usage: est, estimated: true, costNano: tokenCost(est, s) };
 }
 
@@ -500,7 +656,10 @@ function settle(
         return;
       } catch (err) {
         if (attempt >= 4) {
-          ctx.log.error({ err, reqId: requestId }, 'settlement failed; the reservation is left for recovery');
+          ctx.log.error(
+            { err, reqId: requestId },
+            'settlement failed; the reservation is left for recovery',
+          );
           return;
         }
         await sleep(50 * 2 ** attempt);
@@ -532,7 +691,9 @@ function countEvents(text: string): number {
 
 function streamErrorText(style: ErrorStyle, requestId: string, message: string): string {
   const body = errorBody('upstream_error', message, requestId, style);
-  return style === 'anthropic' ? `event: error\ndata: ${body}\n\n` : `data: ${body}\n\ndata: [DONE]\n\n`;
+  return style === 'anthropic'
+    ? `event: error\ndata: ${body}\n\n`
+    : `data: ${body}\n\ndata: [DONE]\n\n`;
 }
 
 /** Handles one request on a model route after authentication. */
@@ -549,7 +710,18 @@ export async function relayModelRoute(
   const table = ctx.tables.current; // captured once: the price and routes in force at entry
   const requestId = req.id;
   const bodyBytes = (req as FastifyRequest & { rawBodyLength?: number }).rawBodyLength ?? 0;
-  const admitted = await admit(ctx, table, def, caller, req.body, bodyBytes, requestId, obs, nowMs, reply);
+  const admitted = await admit(
+    ctx,
+    table,
+    def,
+    caller,
+    req.body,
+    bodyBytes,
+    requestId,
+    obs,
+    nowMs,
+    reply,
+  );
   const endpoint = def.kind!;
 
   // A client that goes away aborts the upstream call; what was used is still billed.
@@ -563,7 +735,14 @@ export async function relayModelRoute(
   try {
     dispatched = await dispatch(ctx, admitted, endpoint, req, requestId, obs, abort.signal);
   } catch (err) {
-    dispatched = { kind: 'error', error: err instanceof GatewayError ? err : new GatewayError('upstream_error', 'the upstream call failed'), attempted: true };
+    dispatched = {
+      kind: 'error',
+      error:
+        err instanceof GatewayError
+          ? err
+          : new GatewayError('upstream_error', 'the upstream call failed'),
+      attempted: true,
+    };
     ctx.log.error({ err, reqId: requestId }, 'dispatch failed');
   }
 
@@ -571,11 +750,24 @@ export async function relayModelRoute(
     reply.raw.off('close', onClose);
     if (!dispatched.attempted) {
       // Rejected before any upstream call (every channel full): no usage row, the hold released.
-      await ctx.store.release(requestId).catch((err: unknown) => ctx.log.error({ err, reqId: requestId }, 'release failed'));
+      await ctx.store
+        .release(requestId)
+        .catch((err: unknown) => ctx.log.error({ err, reqId: requestId }, 'release failed'));
       throw dispatched.error;
     }
     // Failed attempts cost nothing: the reservation is settled at zero with the failure recorded.
-    await settle(ctx, requestId, admitted, null, null, abort.signal.aborted ? 'client_aborted' : 'failed', dispatched.error.status, startedAt, null, obs);
+    await settle(
+      ctx,
+      requestId,
+      admitted,
+      null,
+      null,
+      abort.signal.aborted ? 'client_aborted' : 'failed',
+      dispatched.error.status,
+      startedAt,
+      null,
+      obs,
+    );
     throw dispatched.error;
   }
 
@@ -584,7 +776,18 @@ export async function relayModelRoute(
     const metered = meter(admitted, finished.usage, finished.images, 0);
     reply.raw.off('close', onClose);
     reply.code(200).header('content-type', 'application/json').send(finished.text);
-    void settle(ctx, requestId, admitted, candidate, metered, 'ok', 200, startedAt, finished.upstreamId, obs);
+    void settle(
+      ctx,
+      requestId,
+      admitted,
+      candidate,
+      metered,
+      'ok',
+      200,
+      startedAt,
+      finished.upstreamId,
+      obs,
+    );
     return;
   }
 
@@ -592,7 +795,11 @@ export async function relayModelRoute(
   const { relay, iterator, candidate, release } = dispatched;
   const raw = reply.raw;
   reply.hijack();
-  raw.writeHead(200, { ...SSE_HEADERS, ...(reply.getHeaders() as Record<string, string>), 'x-request-id': requestId });
+  raw.writeHead(200, {
+    ...SSE_HEADERS,
+    ...(reply.getHeaders() as Record<string, string>),
+    'x-request-id': requestId,
+  });
   let events = countEvents(dispatched.first);
   let status: SettleStatus = 'ok';
   const write = async (text: string): Promise<void> => {
@@ -626,7 +833,10 @@ export async function relayModelRoute(
     } else {
       // After the first byte there is no retry: the stream ends with an error event.
       status = 'aborted';
-      ctx.log.warn({ err, reqId: requestId, channel: candidate.channel.id }, 'upstream stream cut after first byte');
+      ctx.log.warn(
+        { err, reqId: requestId, channel: candidate.channel.id },
+        'upstream stream cut after first byte',
+      );
       obs.attempt(candidate.channel.id, candidate.channel.protocol, 0).end('stream_cut', 200);
       await write(streamErrorText(styleOf(def), requestId, 'the upstream stream was cut'));
     }
@@ -640,5 +850,16 @@ export async function relayModelRoute(
   }
   const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);
   obs.finish(200);
-  await settle(ctx, requestId, admitted, candidate, metered, status, 200, startedAt, relay.upstreamId, obs);
+  await settle(
+    ctx,
+    requestId,
+    admitted,
+    candidate,
+    metered,
+    status,
+    200,
+    startedAt,
+    relay.upstreamId,
+    obs,
+  );
 }

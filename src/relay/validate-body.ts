@@ -42,7 +42,8 @@ function optRange(body: Obj, field: string, min: number, max: number): void {
 export function modelOf(body: unknown): string {
   if (!isObj(body)) throw bad('the request body must be a JSON object');
   const model = body.model;
-  if (typeof model !== 'string' || model.length === 0) throw bad('model is required and must be a string');
+  if (typeof model !== 'string' || model.length === 0)
+    throw bad('model is required and must be a string');
   return model;
 }
 
@@ -64,7 +65,8 @@ function requireCapability(model: ModelEntry, has: boolean, what: string): void 
 function effortOf(body: Obj, model: ModelEntry): Effort | null {
   const e = body.reasoning_effort;
   if (e === undefined || e === null) return null;
-  if (typeof e !== 'string' || !EFFORTS.has(e)) throw bad('reasoning_effort must be one of: low, high, max');
+  if (typeof e !== 'string' || !EFFORTS.has(e))
+    throw bad('reasoning_effort must be one of: low, high, max');
   requireCapability(model, model.capabilities.reasoning, 'reasoning_effort');
   return e as Effort;
 }
@@ -72,7 +74,8 @@ function effortOf(body: Obj, model: ModelEntry): Effort | null {
 /** Validates a chat completions body (spec 2.1, 2.2) against the model's capabilities. */
 export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
   const messages = body.messages;
-  if (!Array.isArray(messages) || messages.length === 0) throw bad('messages must be a non-empty array');
+  if (!Array.isArray(messages) || messages.length === 0)
+    throw bad('messages must be a non-empty array');
   let imageBlocks = 0;
   messages.forEach((m: unknown, i) => {
     if (!isObj(m)) throw bad(`messages[${i}] must be an object`);
@@ -85,7 +88,8 @@ export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
       if (m.role === 'assistant' && Array.isArray(m.tool_calls)) return;
       throw bad(`messages[${i}].content is required`);
     }
-    if (!Array.isArray(content)) throw bad(`messages[${i}].content must be a string or an array of content blocks`);
+    if (!Array.isArray(content))
+      throw bad(`messages[${i}].content must be a string or an array of content blocks`);
     content.forEach((b: unknown, j) => {
       const where = `messages[${i}].content[${j}]`;
       if (!isObj(b)) throw bad(`${where} must be an object`);
@@ -93,7 +97,8 @@ export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
         if (typeof b.text !== 'string') throw bad(`${where}.text must be a string`);
       } else if (b.type === 'image_url') {
         const url = isObj(b.image_url) ? b.image_url.url : undefined;
-        if (typeof url !== 'string' || url.length === 0) throw bad(`${where}.image_url.url must be a string`);
+        if (typeof url !== 'string' || url.length === 0)
+          throw bad(`${where}.image_url.url must be a string`);
         imageBlocks++;
       } else {
         throw bad(`${where}.type must be "text" or "image_url"`);
@@ -110,7 +115,12 @@ export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
   if (body.tools !== undefined && body.tools !== null) {
     if (!Array.isArray(body.tools)) throw bad('tools must be an array');
     body.tools.forEach((t: unknown, i) => {
-      if (!isObj(t) || t.type !== 'function' || !isObj(t.function) || typeof t.function.name !== 'string') {
+      if (
+        !isObj(t) ||
+        t.type !== 'function' ||
+        !isObj(t.function) ||
+        typeof t.function.name !== 'string'
+      ) {
         throw bad(`tools[${i}] must be {type: "function", function: {name, parameters}}`);
       }
     });
@@ -143,19 +153,23 @@ export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
 
 /** Validates a messages body (spec 2.6): max_tokens is required by that protocol. */
 export function validateMessages(body: Obj, model: ModelEntry): ChatFacts {
-  if (body.max_tokens === undefined || body.max_tokens === null) throw bad('max_tokens is required');
+  if (body.max_tokens === undefined || body.max_tokens === null)
+    throw bad('max_tokens is required');
   optInt(body, 'max_tokens', 1);
   const messages = body.messages;
-  if (!Array.isArray(messages) || messages.length === 0) throw bad('messages must be a non-empty array');
+  if (!Array.isArray(messages) || messages.length === 0)
+    throw bad('messages must be a non-empty array');
   let imageBlocks = 0;
   messages.forEach((m: unknown, i) => {
     if (!isObj(m) || (m.role !== 'user' && m.role !== 'assistant')) {
       throw bad(`messages[${i}].role must be "user" or "assistant"`);
     }
     if (typeof m.content === 'string') return;
-    if (!Array.isArray(m.content)) throw bad(`messages[${i}].content must be a string or an array of content blocks`);
+    if (!Array.isArray(m.content))
+      throw bad(`messages[${i}].content must be a string or an array of content blocks`);
     m.content.forEach((b: unknown, j) => {
-      if (!isObj(b) || typeof b.type !== 'string') throw bad(`messages[${i}].content[${j}] must be a content block`);
+      if (!isObj(b) || typeof b.type !== 'string')
+        throw bad(`messages[${i}].content[${j}] must be a content block`);
       if (b.type === 'image') imageBlocks++;
     });
   });
@@ -182,7 +196,8 @@ export function validateMessages(body: Obj, model: ModelEntry): ChatFacts {
 /** Validates a responses body (spec 2.6a). */
 export function validateResponses(body: Obj, model: ModelEntry): ChatFacts {
   const input = body.input;
-  if (typeof input !== 'string' && !Array.isArray(input)) throw bad('input must be a string or an array of input items');
+  if (typeof input !== 'string' && !Array.isArray(input))
+    throw bad('input must be a string or an array of input items');
   optType(body, 'stream', 'boolean');
   optInt(body, 'max_output_tokens', 1);
   optType(body, 'instructions', 'string');
@@ -208,14 +223,19 @@ const SIZE = /^\d{2,5}x\d{2,5}$/;
 
 /** Validates an image generation body (spec 2.5 and rule 4.2.3). */
 export function validateImages(body: Obj, model: ModelEntry, sizes: readonly string[]): ImageFacts {
-  if (typeof body.prompt !== 'string' || body.prompt.trim().length === 0) throw bad('prompt is required and must be a non-empty string');
+  if (typeof body.prompt !== 'string' || body.prompt.trim().length === 0)
+    throw bad('prompt is required and must be a non-empty string');
   if (body.prompt.length > 32_000) throw bad('prompt is too long (at most 32000 characters)');
   optInt(body, 'n', 1);
   const n = (body.n ?? 1) as number;
   if (n > 10) throw bad('n must be at most 10');
   const size = body.size ?? sizes[0];
-  if (typeof size !== 'string' || !SIZE.test(size)) throw bad('size must be "<width>x<height>", e.g. 1024x1024');
-  if (!sizes.includes(size)) throw bad(`model "${model.name}" does not support size ${size}; supported: ${sizes.join(', ')}`);
+  if (typeof size !== 'string' || !SIZE.test(size))
+    throw bad('size must be "<width>x<height>", e.g. 1024x1024');
+  if (!sizes.includes(size))
+    throw bad(
+      `model "${model.name}" does not support size ${size}; supported: ${sizes.join(', ')}`,
+    );
   return { size, n };
 }
 

@@ -49,7 +49,14 @@ export function tzOffsetMinutes(timezone: string, ms: number): number {
   if (cached !== undefined && cached.hourStartMs === hourStartMs) return cached.offsetMin;
   const parts = formatter(timezone).formatToParts(new Date(hourStartMs));
   const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  const asUtc = Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'), get('second'));
+  const asUtc = Date.UTC(
+    get('year'),
+    get('month') - 1,
+    get('day'),
+    get('hour'),
+    get('minute'),
+    get('second'),
+  );
   const offsetMin = Math.round((asUtc - hourStartMs) / 60_000);
   offsets.set(timezone, { hourStartMs, offsetMin });
   return offsetMin;
@@ -81,7 +88,8 @@ export function campaignAt(model: ModelEntry, accountId: string, ms: number): Ca
   const list = model.campaigns;
   if (list === null) return null;
   for (const c of list) {
-    if (ms >= c.startsMs && ms < c.endsMs && (c.accounts === null || c.accounts.has(accountId))) return c;
+    if (ms >= c.startsMs && ms < c.endsMs && (c.accounts === null || c.accounts.has(accountId)))
+      return c;
   }
   return null;
 }

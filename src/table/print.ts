@@ -5,18 +5,30 @@ import type { RoutingTable } from './types.ts';
 
 const perMillion = (nanoPerToken: bigint): string => formatScaledDecimal(nanoPerToken, 3);
 const multiplier = (bp: bigint): string => formatScaledDecimal(bp, 4);
-const instant = (ms: number): string | null => (Number.isFinite(ms) ? new Date(ms).toISOString() : null);
+const instant = (ms: number): string | null =>
+  Number.isFinite(ms) ? new Date(ms).toISOString() : null;
 const redact = (value: string | null): string | null => (value === null ? null : '[redacted]');
 
-export function printTable(table: RoutingTable, opts: { withVersion: boolean } = { withVersion: true }): object {
+export function printTable(
+  table: RoutingTable,
+  opts: { withVersion: boolean } = { withVersion: true },
+): object {
   return {
-    ...(opts.withVersion ? { version: table.version, compiled_at: new Date(table.compiledAtMs).toISOString() } : {}),
+    ...(opts.withVersion
+      ? { version: table.version, compiled_at: new Date(table.compiledAtMs).toISOString() }
+      : {}),
     gateway: {
       ...table.gateway,
       store: { url: redact(table.gateway.store.url), data_dir: table.gateway.store.dataDir },
-      redis: { url: redact(table.gateway.redis.url), on_unreachable: table.gateway.redis.onUnreachable },
+      redis: {
+        url: redact(table.gateway.redis.url),
+        on_unreachable: table.gateway.redis.onUnreachable,
+      },
       metrics: { ...table.gateway.metrics, token: redact(table.gateway.metrics.token) },
-      admin: { token: redact(table.gateway.admin.token), readonly_token: redact(table.gateway.admin.readonlyToken) },
+      admin: {
+        token: redact(table.gateway.admin.token),
+        readonly_token: redact(table.gateway.admin.readonlyToken),
+      },
     },
     limits: table.limits,
     channels: [...table.channels.values()].map((ch) => ({
@@ -60,13 +72,19 @@ export function printTable(table: RoutingTable, opts: { withVersion: boolean } =
         cache_hit_per_million: perMillion(p.cacheHitNano),
         output_per_million: perMillion(p.outputNano),
         per_image:
-          p.perImage === null ? null : Object.fromEntries([...p.perImage].map(([size, nano]) => [size, nanoToYuan(nano)])),
+          p.perImage === null
+            ? null
+            : Object.fromEntries([...p.perImage].map(([size, nano]) => [size, nanoToYuan(nano)])),
       })),
       peak_windows: m.peak === null ? [] : m.peak.flatMap((z) => z.windows.map((w) => w.id)),
       campaigns: m.campaigns === null ? [] : m.campaigns.map((k) => k.id),
       reasoning: m.reasoning === null ? null : m.reasoning.family,
     })),
-    peak_windows: table.peakWindows.map((w) => ({ ...w, multiplierBp: undefined, multiplier: multiplier(w.multiplierBp) })),
+    peak_windows: table.peakWindows.map((w) => ({
+      ...w,
+      multiplierBp: undefined,
+      multiplier: multiplier(w.multiplierBp),
+    })),
     campaigns: table.campaigns.map((k) => ({
       id: k.id,
       starts_at: instant(k.startsMs),

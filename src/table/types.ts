@@ -90,7 +90,9 @@ export interface ReasoningEntry {
   family: string;
   defaultEffort: Effort;
   /** Effort → protocol → parameters merged into the upstream body (null: nothing to merge). */
-  params: Readonly<Record<Effort, Readonly<Record<Protocol, Readonly<Record<string, unknown>> | null>>>>;
+  params: Readonly<
+    Record<Effort, Readonly<Record<Protocol, Readonly<Record<string, unknown>> | null>>>
+  >;
 }
 
 export interface ModelCapabilities {

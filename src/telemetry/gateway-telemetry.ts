@@ -88,13 +88,11 @@ function digest(s: string): Buffer {
 }
 
 export function createTelemetry(opts: TelemetryOptions): Telemetry {
-  const logger = (
-    opts.logLevel === false
-      ? pino({ enabled: false })
-      : opts.logDestination
-        ? pino(loggerOptions(opts.logLevel), opts.logDestination)
-        : pino(loggerOptions(opts.logLevel))
-  ) as unknown as FastifyBaseLogger;
+  const logger = (opts.logLevel === false
+    ? pino({ enabled: false })
+    : opts.logDestination
+      ? pino(loggerOptions(opts.logLevel), opts.logDestination)
+      : pino(loggerOptions(opts.logLevel))) as unknown as FastifyBaseLogger;
   let currentVersion = '';
   const tracing = createTracing({
     exporter: opts.exporter,

@@ -46,24 +46,46 @@ describe('money', () => {
 
 describe('price at entry', () => {
   it('a YAML 0.1 compiles to exactly 100 nano-yuan per token (no float)', () => {
-    expect(chatA.prices[0]).toMatchObject({ inputNano: 100n, cacheHitNano: 25n, outputNano: 2200n });
+    expect(chatA.prices[0]).toMatchObject({
+      inputNano: 100n,
+      cacheHitNano: 25n,
+      outputNano: 2200n,
+    });
   });
 
   it('takes the price schedule entry in force at the instant', () => {
-    expect(priceAtEntry(chatA, 'a', Date.parse('2029-12-31T15:59:59Z'))?.price.inputNano).toBe(100n);
-    expect(priceAtEntry(chatA, 'a', Date.parse('2029-12-31T16:00:00Z'))?.price.inputNano).toBe(200n);
+    expect(priceAtEntry(chatA, 'a', Date.parse('2029-12-31T15:59:59Z'))?.price.inputNano).toBe(
+      100n,
+    );
+    expect(priceAtEntry(chatA, 'a', Date.parse('2029-12-31T16:00:00Z'))?.price.inputNano).toBe(
+      200n,
+    );
   });
 
   it('applies the peak multiplier only inside the window, in its timezone', () => {
     expect(minuteOfWeek('Asia/Shanghai', MON_PEAK)).toBe(10 * 60 + 30);
-    expect(priceAtEntry(chatA, 'a', MON_PEAK)).toMatchObject({ peakWindowId: 'day', peakBp: 15000n });
-    expect(priceAtEntry(chatA, 'a', MON_NIGHT)).toMatchObject({ peakWindowId: null, peakBp: 10000n });
+    expect(priceAtEntry(chatA, 'a', MON_PEAK)).toMatchObject({
+      peakWindowId: 'day',
+      peakBp: 15000n,
+    });
+    expect(priceAtEntry(chatA, 'a', MON_NIGHT)).toMatchObject({
+      peakWindowId: null,
+      peakBp: 10000n,
+    });
   });
 
   it('applies the best campaign for the account', () => {
-    expect(priceAtEntry(chatA, 'acct_other', MON_NIGHT)).toMatchObject({ campaignId: 'launch', campaignBp: 8000n });
-    expect(priceAtEntry(chatA, 'acct_vip', MON_NIGHT)).toMatchObject({ campaignId: 'vip-free', campaignBp: 0n });
-    expect(priceAtEntry(chatA, 'acct_other', Date.parse('2026-12-02T00:00:00Z'))?.campaignId).toBeNull();
+    expect(priceAtEntry(chatA, 'acct_other', MON_NIGHT)).toMatchObject({
+      campaignId: 'launch',
+      campaignBp: 8000n,
+    });
+    expect(priceAtEntry(chatA, 'acct_vip', MON_NIGHT)).toMatchObject({
+      campaignId: 'vip-free',
+      campaignBp: 0n,
+    });
+    expect(
+      priceAtEntry(chatA, 'acct_other', Date.parse('2026-12-02T00:00:00Z'))?.campaignId,
+    ).toBeNull();
   });
 });
 
@@ -71,7 +93,9 @@ describe('metering', () => {
   it('bills input, cache hits and output at their prices, with peak × campaign, rounded once', () => {
     const s = priceAtEntry(chatA, 'acct_other', MON_PEAK)!;
     // (1000×100 + 300×25 + 77×2200) × 1.5 × 0.8 = (100000 + 7500 + 169400) × 1.2 = 332280
-    expect(tokenCost({ inputTokens: 1000, cacheHitTokens: 300, outputTokens: 77 }, s)).toBe(332_280n);
+    expect(tokenCost({ inputTokens: 1000, cacheHitTokens: 300, outputTokens: 77 }, s)).toBe(
+      332_280n,
+    );
     // One token at 0.8 × 1.5 of 25 nano = 30 nano exactly; 1 cache token off-peak = 25 × 0.8 = 20.
     expect(tokenCost({ inputTokens: 0, cacheHitTokens: 1, outputTokens: 0 }, s)).toBe(30n);
   });
@@ -84,15 +108,22 @@ describe('metering', () => {
   it('the reservation bounds the cost of any usage within it', () => {
     const s = priceAtEntry(chatA, 'acct_other', MON_PEAK)!;
     const bound = tokenReservation(500, 100, s);
-    for (const [i, h, o] of [[500, 0, 100], [0, 500, 100], [250, 250, 100]] as const) {
-      expect(tokenCost({ inputTokens: i, cacheHitTokens: h, outputTokens: o }, s) <= bound).toBe(true);
+    for (const [i, h, o] of [
+      [500, 0, 100],
+      [0, 500, 100],
+      [250, 250, 100],
+    ] as const) {
+      expect(tokenCost({ inputTokens: i, cacheHitTokens: h, outputTokens: o }, s) <= bound).toBe(
+        true,
+      );
     }
   });
 
   it('prices images per image by size tier', () => {
     const t = compileFiles({
       ...BASE,
-      'img.yaml': 'models:\n  - { name: pic, owned_by: x, endpoints: [images_generations], billing: image, channels: [{ channel: openai-main }] }\nprices:\n  - { model: pic, per_image: { "1024x1024": 0.2 } }\n',
+      'img.yaml':
+        'models:\n  - { name: pic, owned_by: x, endpoints: [images_generations], billing: image, channels: [{ channel: openai-main }] }\nprices:\n  - { model: pic, per_image: { "1024x1024": 0.2 } }\n',
     }).table!;
     const s = priceAtEntry(t.models.get('pic')!, 'a', MON_NIGHT)!;
     expect(imageCost('1024x1024', 3, s)).toBe(600_000_000n);

@@ -21,18 +21,25 @@ describe('balance under concurrency', () => {
       Array.from({ length: 60 }, (_, i) =>
         fetch(`${h.gateway.url}/v1/chat/completions`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': `race-${accountId}-${i}` },
+          headers: {
+            authorization: `Bearer ${key}`,
+            'content-type': 'application/json',
+            'x-request-id': `race-${accountId}-${i}`,
+          },
           body: JSON.stringify({ model: 'plain', messages: [{ role: 'user', content: 'x' }] }),
         }).then(async (r) => ({ status: r.status, body: await r.text() })),
       ),
     );
     const ok = results.filter((r) => r.status === 200).length;
-    const refused = results.filter((r) => r.status === 403 && r.body.includes('insufficient_user_quota')).length;
+    const refused = results.filter(
+      (r) => r.status === 403 && r.body.includes('insufficient_user_quota'),
+    ).length;
     expect(ok + refused).toBe(60);
     expect(ok).toBeGreaterThan(0);
     expect(refused).toBeGreaterThan(0);
     // Wait for settlements, then reconcile.
-    for (let i = 0; i < 100 && (await h.store.getAccount(accountId))!.reservedNano !== 0n; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && (await h.store.getAccount(accountId))!.reservedNano !== 0n; i++)
+      await new Promise((r) => setTimeout(r, 20));
     const after = (await h.store.getAccount(accountId))!;
     expect(after.reservedNano).toBe(0n);
     expect(after.balanceNano >= 0n).toBe(true);
@@ -54,7 +61,12 @@ describe('balance under concurrency', () => {
       body: JSON.stringify({ model: 'plain', messages: [{ role: 'user', content: 'x' }] }),
     });
     const row = await h.usage(res.headers.get('x-request-id')!);
-    expect(row.priceSnapshot).toMatchObject({ inputNanoPerToken: '1000', outputNanoPerToken: '1000', peakMultiplierBp: '10000', campaignId: null });
+    expect(row.priceSnapshot).toMatchObject({
+      inputNanoPerToken: '1000',
+      outputNanoPerToken: '1000',
+      peakMultiplierBp: '10000',
+      campaignId: null,
+    });
     expect(row.costNano).toBe(BigInt(row.inputTokens + row.outputTokens) * 1000n);
   });
 });

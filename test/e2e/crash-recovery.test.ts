@@ -30,7 +30,8 @@ async function pgReachable(): Promise<boolean> {
 
 const available = await pgReachable();
 if (!available && process.env.CI) throw new Error('PostgreSQL at 127.0.0.1:5432 is required in CI');
-if (!available) console.warn('[skip] crash-recovery test: PostgreSQL at 127.0.0.1:5432 is not reachable');
+if (!available)
+  console.warn('[skip] crash-recovery test: PostgreSQL at 127.0.0.1:5432 is not reachable');
 
 const schema = `sy_crash_${randomBase62(8).toLowerCase()}`;
 const url = `${BASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
@@ -74,7 +75,11 @@ describe.skipIf(!available)('crash recovery', () => {
     const mock = await startMockUpstream();
     cleanup.push(() => mock.close());
     const configDir = await mkdtemp(join(tmpdir(), 'switchyard-crash-'));
-    const files = { ...E2E_CONFIG(mock.url), 'gateway.yaml': 'gateway:\n  listen: { host: 127.0.0.1, port: 0 }\n  store: { url: "${DATABASE_URL}" }\n' };
+    const files = {
+      ...E2E_CONFIG(mock.url),
+      'gateway.yaml':
+        'gateway:\n  listen: { host: 127.0.0.1, port: 0 }\n  store: { url: "${DATABASE_URL}" }\n',
+    };
     await Promise.all(Object.entries(files).map(([n, t]) => writeFile(join(configDir, n), t)));
 
     const survivor: SqlStore = await openStore({ url, dataDir: null, heartbeatMs: 0 });
@@ -82,7 +87,12 @@ describe.skipIf(!available)('crash recovery', () => {
     const acct = await survivor.createAccount({ name: 'crash' });
     const initial = yuanToNano('5')!;
     await survivor.adjustBalance(acct.id, initial, 'topup', 'crash test');
-    const { plaintext } = await survivor.createKey({ accountId: acct.id, name: 'k', allowedModels: null, expiresAt: null });
+    const { plaintext } = await survivor.createKey({
+      accountId: acct.id,
+      name: 'k',
+      allowedModels: null,
+      expiresAt: null,
+    });
 
     const { child, url: gw } = await startChild(configDir);
     cleanup.push(async () => child.kill('SIGKILL'));
@@ -94,7 +104,11 @@ describe.skipIf(!available)('crash recovery', () => {
       ids.push(id);
       const r = await fetch(`${gw}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${plaintext}`, 'content-type': 'application/json', 'x-request-id': id },
+        headers: {
+          authorization: `Bearer ${plaintext}`,
+          'content-type': 'application/json',
+          'x-request-id': id,
+        },
         body: JSON.stringify({ model: 'plain', messages: [{ role: 'user', content: 'x' }] }),
       });
       expect(r.status).toBe(200);
@@ -105,8 +119,16 @@ describe.skipIf(!available)('crash recovery', () => {
       ids.push(id);
       const r = await fetch(`${gw}/v1/chat/completions`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${plaintext}`, 'content-type': 'application/json', 'x-request-id': id },
-        body: JSON.stringify({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+        headers: {
+          authorization: `Bearer ${plaintext}`,
+          'content-type': 'application/json',
+          'x-request-id': id,
+        },
+        body: JSON.stringify({
+          model: 'gpt-x',
+          stream: true,
+          messages: [{ role: 'user', content: 'x' }],
+        }),
       });
       await r.body?.getReader().read();
       return r.body;

@@ -13,7 +13,15 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => h?.close());
 
-async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: { error: { message: string; type: string; code: string; request_id: string } }; headers: Headers }> {
+async function post(
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{
+  status: number;
+  json: { error: { message: string; type: string; code: string; request_id: string } };
+  headers: Headers;
+}> {
   const res = await fetch(`${h.gateway.url}${path}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -25,17 +33,97 @@ async function post(path: string, body: unknown, headers: Record<string, string>
 const chat = { model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] };
 
 describe('rejections: status, code, request id, and no upstream call', () => {
-  const cases: [string, () => Promise<{ status: number; json: { error: { code: string; type: string; request_id: string } }; headers: Headers }>, number, string][] = [
+  const cases: [
+    string,
+    () => Promise<{
+      status: number;
+      json: { error: { code: string; type: string; request_id: string } };
+      headers: Headers;
+    }>,
+    number,
+    string,
+  ][] = [
     ['no key', () => post('/v1/chat/completions', chat), 401, 'invalid_token'],
-    ['an unknown key', () => post('/v1/chat/completions', chat, { authorization: 'Bearer sk-sy-nope' }), 401, 'invalid_token'],
-    ['malformed JSON', () => post('/v1/chat/completions', '{"model": ', { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
-    ['a role outside the four', () => post('/v1/chat/completions', { model: 'gpt-x', messages: [{ role: 'wizard', content: 'x' }] }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
-    ['a bad content block', () => post('/v1/chat/completions', { model: 'gpt-x', messages: [{ role: 'user', content: [{ type: 'audio' }] }] }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
-    ['a wrong type', () => post('/v1/chat/completions', { ...chat, temperature: 'hot' }, { authorization: `Bearer ${key}` }), 400, 'invalid_parameter_error'],
-    ['an unknown model', () => post('/v1/chat/completions', { ...chat, model: 'ghost' }, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
-    ['an endpoint not open for the model', () => post('/v1/embeddings', { model: 'plain', input: 'x' }, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
-    ['a route with no channel (not open)', () => post('/v1/audio/transcriptions', chat, { authorization: `Bearer ${key}` }), 404, 'model_not_found'],
-    ['a real-name model without verification', () => post('/v1/images/generations', { model: 'painter', prompt: 'a cat' }, { authorization: `Bearer ${key}` }), 403, 'realname_required'],
+    [
+      'an unknown key',
+      () => post('/v1/chat/completions', chat, { authorization: 'Bearer sk-sy-nope' }),
+      401,
+      'invalid_token',
+    ],
+    [
+      'malformed JSON',
+      () => post('/v1/chat/completions', '{"model": ', { authorization: `Bearer ${key}` }),
+      400,
+      'invalid_parameter_error',
+    ],
+    [
+      'a role outside the four',
+      () =>
+        post(
+          '/v1/chat/completions',
+          { model: 'gpt-x', messages: [{ role: 'wizard', content: 'x' }] },
+          { authorization: `Bearer ${key}` },
+        ),
+      400,
+      'invalid_parameter_error',
+    ],
+    [
+      'a bad content block',
+      () =>
+        post(
+          '/v1/chat/completions',
+          { model: 'gpt-x', messages: [{ role: 'user', content: [{ type: 'audio' }] }] },
+          { authorization: `Bearer ${key}` },
+        ),
+      400,
+      'invalid_parameter_error',
+    ],
+    [
+      'a wrong type',
+      () =>
+        post(
+          '/v1/chat/completions',
+          { ...chat, temperature: 'hot' },
+          { authorization: `Bearer ${key}` },
+        ),
+      400,
+      'invalid_parameter_error',
+    ],
+    [
+      'an unknown model',
+      () =>
+        post(
+          '/v1/chat/completions',
+          { ...chat, model: 'ghost' },
+          { authorization: `Bearer ${key}` },
+        ),
+      404,
+      'model_not_found',
+    ],
+    [
+      'an endpoint not open for the model',
+      () =>
+        post('/v1/embeddings', { model: 'plain', input: 'x' }, { authorization: `Bearer ${key}` }),
+      404,
+      'model_not_found',
+    ],
+    [
+      'a route with no channel (not open)',
+      () => post('/v1/audio/transcriptions', chat, { authorization: `Bearer ${key}` }),
+      404,
+      'model_not_found',
+    ],
+    [
+      'a real-name model without verification',
+      () =>
+        post(
+          '/v1/images/generations',
+          { model: 'painter', prompt: 'a cat' },
+          { authorization: `Bearer ${key}` },
+        ),
+      403,
+      'realname_required',
+    ],
   ];
   for (const [what, call, status, code] of cases) {
     it(`${what}: ${status} ${code}`, async () => {
@@ -49,7 +137,11 @@ describe('rejections: status, code, request id, and no upstream call', () => {
   }
 
   it('an oversized body: 413', async () => {
-    const r = await post('/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: 'x'.repeat(11 * 1024 * 1024) }] }, { authorization: `Bearer ${key}` });
+    const r = await post(
+      '/v1/chat/completions',
+      { ...chat, messages: [{ role: 'user', content: 'x'.repeat(11 * 1024 * 1024) }] },
+      { authorization: `Bearer ${key}` },
+    );
     expect(r.status).toBe(413);
     expect(r.json.error.code).toBe('request_too_large');
   });
@@ -101,18 +193,38 @@ describe('rejections: status, code, request id, and no upstream call', () => {
 
   it('every channel at capacity: 429 channel_capacity_exceeded', async () => {
     h.mock.script({ model: 'narrow-up', delayMs: 600 });
-    const slow = post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` });
+    const slow = post(
+      '/v1/chat/completions',
+      { model: 'narrow', messages: [{ role: 'user', content: 'x' }] },
+      { authorization: `Bearer ${key}` },
+    );
     await new Promise((r) => setTimeout(r, 150));
-    const r = await post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` });
+    const r = await post(
+      '/v1/chat/completions',
+      { model: 'narrow', messages: [{ role: 'user', content: 'x' }] },
+      { authorization: `Bearer ${key}` },
+    );
     expect(r.status).toBe(429);
     expect(r.json.error.code).toBe('channel_capacity_exceeded');
     expect((await slow).status).toBe(200);
     // The slot came back: the next call passes.
-    expect((await post('/v1/chat/completions', { model: 'narrow', messages: [{ role: 'user', content: 'x' }] }, { authorization: `Bearer ${key}` })).status).toBe(200);
+    expect(
+      (
+        await post(
+          '/v1/chat/completions',
+          { model: 'narrow', messages: [{ role: 'user', content: 'x' }] },
+          { authorization: `Bearer ${key}` },
+        )
+      ).status,
+    ).toBe(200);
   });
 
   it('an upstream 4xx caused by the request: 400 with its reason, no failover', async () => {
-    h.mock.script({ model: 'gpt-x-up', status: 400, body: { error: { message: 'context too long', type: 'invalid_request_error' } } });
+    h.mock.script({
+      model: 'gpt-x-up',
+      status: 400,
+      body: { error: { message: 'context too long', type: 'invalid_request_error' } },
+    });
     const before = h.mock.callCount();
     const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${key}` });
     expect(r.status).toBe(400);
@@ -136,9 +248,27 @@ describe('rejections: status, code, request id, and no upstream call', () => {
   it('images: 400 for a size the model does not support, 400 for an empty prompt', async () => {
     const verified = await h.account({ realname: true });
     const auth = { authorization: `Bearer ${verified.key}` };
-    expect((await post('/v1/images/generations', { model: 'painter', prompt: 'a cat', size: '999x999' }, auth)).status).toBe(400);
-    expect((await post('/v1/images/generations', { model: 'painter', prompt: '' }, auth)).status).toBe(400);
-    expect((await post('/v1/images/generations', { model: 'painter', prompt: 'a cat', size: 'big' }, auth)).status).toBe(400);
+    expect(
+      (
+        await post(
+          '/v1/images/generations',
+          { model: 'painter', prompt: 'a cat', size: '999x999' },
+          auth,
+        )
+      ).status,
+    ).toBe(400);
+    expect(
+      (await post('/v1/images/generations', { model: 'painter', prompt: '' }, auth)).status,
+    ).toBe(400);
+    expect(
+      (
+        await post(
+          '/v1/images/generations',
+          { model: 'painter', prompt: 'a cat', size: 'big' },
+          auth,
+        )
+      ).status,
+    ).toBe(400);
   });
 
   it('images bill per image by size tier', async () => {
@@ -156,7 +286,11 @@ describe('rejections: status, code, request id, and no upstream call', () => {
   it('keeps a valid incoming x-request-id and puts it on the usage row', async () => {
     const r = await fetch(`${h.gateway.url}/v1/chat/completions`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'caller-chosen-id-42' },
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'x-request-id': 'caller-chosen-id-42',
+      },
       body: JSON.stringify(chat),
     });
     expect(r.headers.get('x-request-id')).toBe('caller-chosen-id-42');

@@ -116,7 +116,11 @@ export interface Harness {
   openai(key: string, opts?: { maxRetries?: number }): OpenAI;
   anthropic(key: string): Anthropic;
   /** A new account with a balance (yuan) and a key; returns the key plaintext and ids. */
-  account(opts?: { balance?: string; realname?: boolean; allowedModels?: string[] | null }): Promise<{ key: string; accountId: string; keyId: string }>;
+  account(opts?: {
+    balance?: string;
+    realname?: boolean;
+    allowedModels?: string[] | null;
+  }): Promise<{ key: string; accountId: string; keyId: string }>;
   /** The usage row of a request id, waiting for its settlement (written after the response). */
   usage(requestId: string): Promise<UsageRecord>;
   close(): Promise<void>;
@@ -130,12 +134,16 @@ export function e2eStore(): Promise<SqlStore> {
   return sharedStore;
 }
 
-export async function startHarness(opts: Partial<GatewayOptions> & { files?: (mockUrl: string) => Record<string, string> } = {}): Promise<Harness> {
+export async function startHarness(
+  opts: Partial<GatewayOptions> & { files?: (mockUrl: string) => Record<string, string> } = {},
+): Promise<Harness> {
   const mock = await startMockUpstream();
   process.env.E2E_MOCK_KEY = MOCK_DEFAULT_KEY;
   const configDir = await mkdtemp(join(tmpdir(), 'switchyard-e2e-'));
   const files = (opts.files ?? E2E_CONFIG)(mock.url);
-  await Promise.all(Object.entries(files).map(([name, text]) => writeFile(join(configDir, name), text)));
+  await Promise.all(
+    Object.entries(files).map(([name, text]) => writeFile(join(configDir, name), text)),
+  );
   const store = opts.store ?? (await e2eStore());
   const gateway = await createGateway({
     configDir,
@@ -157,10 +165,19 @@ export async function startHarness(opts: Partial<GatewayOptions> & { files?: (mo
     openai: (key, o = {}) => new OpenAI({ apiKey: key, baseURL, maxRetries: o.maxRetries ?? 0 }),
     anthropic: (key) => new Anthropic({ apiKey: key, baseURL: gateway.url, maxRetries: 0 }),
     async account(o = {}) {
-      const acct = await store.createAccount({ name: 'e2e', realnameVerified: o.realname ?? false });
+      const acct = await store.createAccount({
+        name: 'e2e',
+        realnameVerified: o.realname ?? false,
+      });
       const amount = yuanToNano(o.balance ?? '100');
-      if (amount !== null && amount > 0n) await store.adjustBalance(acct.id, amount, 'topup', 'e2e');
-      const created = await store.createKey({ accountId: acct.id, name: 'e2e', allowedModels: o.allowedModels ?? null, expiresAt: null });
+      if (amount !== null && amount > 0n)
+        await store.adjustBalance(acct.id, amount, 'topup', 'e2e');
+      const created = await store.createKey({
+        accountId: acct.id,
+        name: 'e2e',
+        allowedModels: o.allowedModels ?? null,
+        expiresAt: null,
+      });
       return { key: created.plaintext, accountId: acct.id, keyId: created.record.id };
     },
     async usage(requestId) {

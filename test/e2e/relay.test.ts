@@ -15,7 +15,9 @@ afterAll(async () => h?.close());
 
 /** gpt-x prices: ¥2 / ¥0.5 / ¥8 per 1M tokens = 2000 / 500 / 8000 nano-yuan per token. */
 function gptCost(u: { inputTokens: number; cacheHitTokens: number; outputTokens: number }): bigint {
-  return BigInt(u.inputTokens) * 2000n + BigInt(u.cacheHitTokens) * 500n + BigInt(u.outputTokens) * 8000n;
+  return (
+    BigInt(u.inputTokens) * 2000n + BigInt(u.cacheHitTokens) * 500n + BigInt(u.outputTokens) * 8000n
+  );
 }
 
 describe('chat completions', () => {
@@ -31,13 +33,25 @@ describe('chat completions', () => {
     const requestId = response.headers.get('x-request-id')!;
     expect(requestId).toMatch(/^req_/);
     const row = await h.usage(requestId);
-    expect(row).toMatchObject({ accountId, model: 'gpt-x', channelId: 'oa-main', status: 'ok', outputTokens: 14, reasoningTokens: 8, estimated: false });
+    expect(row).toMatchObject({
+      accountId,
+      model: 'gpt-x',
+      channelId: 'oa-main',
+      status: 'ok',
+      outputTokens: 14,
+      reasoningTokens: 8,
+      estimated: false,
+    });
     expect(row.costNano).toBe(gptCost(row));
     expect(h.mock.calls.at(-1)?.body).toMatchObject({ model: 'gpt-x-up', reasoning_effort: 'low' });
   });
 
   it('streams chunk by chunk and ends with [DONE]; no usage chunk unless asked, but still billed', async () => {
-    const stream = await h.openai(key).chat.completions.create({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const stream = await h.openai(key).chat.completions.create({
+      model: 'gpt-x',
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     let text = '';
     let usageChunks = 0;
     for await (const chunk of stream) {
@@ -53,7 +67,12 @@ describe('chat completions', () => {
   it('puts usage in the last chunk with stream_options.include_usage', async () => {
     const { data: stream, response } = await h
       .openai(key)
-      .chat.completions.create({ model: 'gpt-x', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hi' }] })
+      .chat.completions.create({
+        model: 'gpt-x',
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'hi' }],
+      })
       .withResponse();
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
@@ -68,41 +87,97 @@ describe('chat completions', () => {
     const res = await h.openai(key).chat.completions.create({
       model: 'gpt-x',
       messages: [{ role: 'user', content: 'please use tool' }],
-      tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: {} } } }],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'lookup', parameters: { type: 'object', properties: {} } },
+        },
+      ],
       tool_choice: 'auto',
     });
-    expect(res.choices[0]?.message.tool_calls?.[0]).toMatchObject({ type: 'function', function: { name: 'lookup' } });
+    expect(res.choices[0]?.message.tool_calls?.[0]).toMatchObject({
+      type: 'function',
+      function: { name: 'lookup' },
+    });
   });
 
   it('accepts image input on a model with the capability and refuses it on one without', async () => {
-    const messages = [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'what is this' }, { type: 'image_url' as const, image_url: { url: 'https://example.com/cat.png' } }] }];
+    const messages = [
+      {
+        role: 'user' as const,
+        content: [
+          { type: 'text' as const, text: 'what is this' },
+          { type: 'image_url' as const, image_url: { url: 'https://example.com/cat.png' } },
+        ],
+      },
+    ];
     const ok = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages });
     expect(ok.choices[0]?.message.content).toBeTruthy();
     const before = h.mock.callCount();
-    await expect(h.openai(key).chat.completions.create({ model: 'plain', messages })).rejects.toMatchObject({
+    await expect(
+      h.openai(key).chat.completions.create({ model: 'plain', messages }),
+    ).rejects.toMatchObject({
       status: 400,
-      error: { code: 'invalid_parameter_error', message: 'model "plain" does not support image input' },
+      error: {
+        code: 'invalid_parameter_error',
+        message: 'model "plain" does not support image input',
+      },
     });
     expect(h.mock.callCount()).toBe(before);
   });
 
   it('maps reasoning_effort through the family mapping, the same for every entry point', async () => {
-    await h.openai(key).chat.completions.create({ model: 'gpt-x', reasoning_effort: 'high' as never, messages: [{ role: 'user', content: 'x' }] });
+    await h.openai(key).chat.completions.create({
+      model: 'gpt-x',
+      reasoning_effort: 'high' as never,
+      messages: [{ role: 'user', content: 'x' }],
+    });
     expect(h.mock.calls.at(-1)?.body).toMatchObject({ reasoning_effort: 'high' });
-    await h.openai(key).chat.completions.create({ model: 'gpt-x', reasoning_effort: 'max' as never, messages: [{ role: 'user', content: 'x' }] });
-    expect(h.mock.calls.at(-1)?.body).toMatchObject({ reasoning_effort: 'high', verbosity: 'high' });
-    await h.openai(key).chat.completions.create({ model: 'claude-y', reasoning_effort: 'high' as never, max_tokens: 8000, messages: [{ role: 'user', content: 'x' }] });
-    expect(h.mock.calls.at(-1)?.body).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 4096 } });
-    await h.anthropic(key).messages.create({ model: 'claude-y', max_tokens: 8000, reasoning_effort: 'high', messages: [{ role: 'user', content: 'x' }] } as never);
-    expect(h.mock.calls.at(-1)?.body).toMatchObject({ thinking: { type: 'enabled', budget_tokens: 4096 } });
+    await h.openai(key).chat.completions.create({
+      model: 'gpt-x',
+      reasoning_effort: 'max' as never,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({
+      reasoning_effort: 'high',
+      verbosity: 'high',
+    });
+    await h.openai(key).chat.completions.create({
+      model: 'claude-y',
+      reasoning_effort: 'high' as never,
+      max_tokens: 8000,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({
+      thinking: { type: 'enabled', budget_tokens: 4096 },
+    });
+    await h.anthropic(key).messages.create({
+      model: 'claude-y',
+      max_tokens: 8000,
+      reasoning_effort: 'high',
+      messages: [{ role: 'user', content: 'x' }],
+    } as never);
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({
+      thinking: { type: 'enabled', budget_tokens: 4096 },
+    });
     await expect(
-      h.openai(key).chat.completions.create({ model: 'gpt-x', reasoning_effort: 'medium', messages: [{ role: 'user', content: 'x' }] }),
-    ).rejects.toMatchObject({ status: 400, error: { message: 'reasoning_effort must be one of: low, high, max' } });
+      h.openai(key).chat.completions.create({
+        model: 'gpt-x',
+        reasoning_effort: 'medium',
+        messages: [{ role: 'user', content: 'x' }],
+      }),
+    ).rejects.toMatchObject({
+      status: 400,
+      error: { message: 'reasoning_effort must be one of: low, high, max' },
+    });
   });
 
   it('bills cache hits at the cache-hit price only when the supplier reports them', async () => {
     h.mock.script({ model: 'gpt-x-up', cacheHitTokens: 40, inputTokens: 10 });
-    const { response } = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'cached' }] }).withResponse();
+    const { response } = await h
+      .openai(key)
+      .chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'cached' }] })
+      .withResponse();
     const row = await h.usage(response.headers.get('x-request-id')!);
     expect(row).toMatchObject({ inputTokens: 10, cacheHitTokens: 40, outputTokens: 14 });
     expect(row.costNano).toBe(10n * 2000n + 40n * 500n + 14n * 8000n);
@@ -110,7 +185,13 @@ describe('chat completions', () => {
 
   it('estimates with a tokenizer when the upstream reports no usage, and marks it', async () => {
     h.mock.script({ model: 'gpt-x-up', omitUsage: true });
-    const { response } = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'count me please' }] }).withResponse();
+    const { response } = await h
+      .openai(key)
+      .chat.completions.create({
+        model: 'gpt-x',
+        messages: [{ role: 'user', content: 'count me please' }],
+      })
+      .withResponse();
     const row = await h.usage(response.headers.get('x-request-id')!);
     expect(row.estimated).toBe(true);
     expect(row.inputTokens).toBeGreaterThan(0);
@@ -131,7 +212,9 @@ describe('responses and messages', () => {
   it('relays responses natively, streamed and not', async () => {
     const res = await h.openai(key).responses.create({ model: 'gpt-x', input: 'hello' });
     expect(res.output_text).toContain('Hello');
-    const stream = await h.openai(key).responses.create({ model: 'gpt-x', input: 'hello', stream: true });
+    const stream = await h
+      .openai(key)
+      .responses.create({ model: 'gpt-x', input: 'hello', stream: true });
     const types = new Set<string>();
     for await (const ev of stream) types.add(ev.type);
     expect(types).toContain('response.output_text.delta');
@@ -140,24 +223,55 @@ describe('responses and messages', () => {
 
   it('relays messages natively to an Anthropic channel, streamed and not', async () => {
     const a = h.anthropic(key);
-    const msg = await a.messages.create({ model: 'claude-y', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] });
+    const msg = await a.messages.create({
+      model: 'claude-y',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(msg.type).toBe('message');
     expect(msg.content[0]).toMatchObject({ type: 'text' });
-    const stream = a.messages.stream({ model: 'claude-y', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] });
+    const stream = a.messages.stream({
+      model: 'claude-y',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const final = await stream.finalMessage();
     expect(final.usage.output_tokens).toBeGreaterThan(0);
   });
 
   it('translates messages onto an OpenAI channel and chat onto an Anthropic channel', async () => {
-    const msg = await h.anthropic(key).messages.create({ model: 'gpt-x', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] });
+    const msg = await h.anthropic(key).messages.create({
+      model: 'gpt-x',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(msg).toMatchObject({ type: 'message', role: 'assistant', model: 'gpt-x' });
     expect(h.mock.calls.at(-1)?.path).toBe('/v1/chat/completions');
-    const streamed = await h.anthropic(key).messages.stream({ model: 'gpt-x', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] }).finalMessage();
-    expect(streamed.content[0]).toMatchObject({ type: 'text', text: 'Hello from the mock upstream.' });
+    const streamed = await h
+      .anthropic(key)
+      .messages.stream({
+        model: 'gpt-x',
+        max_tokens: 100,
+        messages: [{ role: 'user', content: 'hi' }],
+      })
+      .finalMessage();
+    expect(streamed.content[0]).toMatchObject({
+      type: 'text',
+      text: 'Hello from the mock upstream.',
+    });
 
-    const chat = await h.openai(key).chat.completions.create({ model: 'claude-y', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }] });
+    const chat = await h.openai(key).chat.completions.create({
+      model: 'claude-y',
+      messages: [
+        { role: 'system', content: 'be brief' },
+        { role: 'user', content: 'hi' },
+      ],
+    });
     expect(chat).toMatchObject({ object: 'chat.completion', model: 'claude-y' });
-    expect(h.mock.calls.at(-1)).toMatchObject({ path: '/v1/messages', body: { system: 'be brief', model: 'claude-y-up' } });
+    expect(h.mock.calls.at(-1)).toMatchObject({
+      path: '/v1/messages',
+      body: { system: 'be brief', model: 'claude-y-up' },
+    });
     const stream = await h.openai(key).chat.completions.create({
       model: 'claude-y',
       stream: true,
@@ -181,10 +295,21 @@ describe('responses and messages', () => {
 
   it('answers 400 when max_tokens is missing and 404 when the model is not open for messages', async () => {
     const before = h.mock.callCount();
-    await expect(h.anthropic(key).messages.create({ model: 'claude-y', messages: [{ role: 'user', content: 'hi' }] } as never)).rejects.toMatchObject({
+    await expect(
+      h.anthropic(key).messages.create({
+        model: 'claude-y',
+        messages: [{ role: 'user', content: 'hi' }],
+      } as never),
+    ).rejects.toMatchObject({
       status: 400,
     });
-    await expect(h.anthropic(key).messages.create({ model: 'plain', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({
+    await expect(
+      h.anthropic(key).messages.create({
+        model: 'plain',
+        max_tokens: 10,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    ).rejects.toMatchObject({
       status: 404,
       error: { type: 'error', error: { code: 'model_not_found', type: 'switchyard_api_error' } },
     });
@@ -198,25 +323,40 @@ describe('models', () => {
     const page = await h.openai(limited.key).models.list();
     const ids = page.data.map((m) => m.id).sort();
     expect(ids).toEqual(['gpt-x', 'plain']);
-    expect(page.data.find((m) => m.id === 'gpt-x')).toMatchObject({ owned_by: 'openai', supported_endpoints: ['chat', 'responses', 'messages', 'embeddings'] });
+    expect(page.data.find((m) => m.id === 'gpt-x')).toMatchObject({
+      owned_by: 'openai',
+      supported_endpoints: ['chat', 'responses', 'messages', 'embeddings'],
+    });
     expect((await h.openai(limited.key).models.retrieve('plain')).id).toBe('plain');
-    await expect(h.openai(limited.key).models.retrieve('claude-y')).rejects.toMatchObject({ status: 404 });
+    await expect(h.openai(limited.key).models.retrieve('claude-y')).rejects.toMatchObject({
+      status: 404,
+    });
   });
 });
 
 describe('failover and streams', () => {
   it('fails over to the next channel on a 5xx before the first byte, and bills only the success', async () => {
     h.mock.script({ model: 'gpt-x-up', status: 500 });
-    const { data, response } = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    const { data, response } = await h
+      .openai(key)
+      .chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] })
+      .withResponse();
     expect(data.choices[0]?.message.content).toBe('Hello from the mock upstream.');
-    expect(h.mock.calls.slice(-2).map((c) => (c.body as { model: string }).model)).toEqual(['gpt-x-up', 'gpt-x-backup']);
+    expect(h.mock.calls.slice(-2).map((c) => (c.body as { model: string }).model)).toEqual([
+      'gpt-x-up',
+      'gpt-x-backup',
+    ]);
     const row = await h.usage(response.headers.get('x-request-id')!);
     expect(row).toMatchObject({ channelId: 'oa-backup', status: 'ok' });
   });
 
   it('fails over when a stream is cut before its first event', async () => {
     h.mock.script({ model: 'gpt-x-up', cutAfterChunks: 0 });
-    const stream = await h.openai(key).chat.completions.create({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] });
+    const stream = await h.openai(key).chat.completions.create({
+      model: 'gpt-x',
+      stream: true,
+      messages: [{ role: 'user', content: 'x' }],
+    });
     let text = '';
     for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
     expect(text).toBe('Hello from the mock upstream.');
@@ -229,7 +369,11 @@ describe('failover and streams', () => {
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      body: JSON.stringify({
+        model: 'gpt-x',
+        stream: true,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
     });
     const body = await res.text();
     expect(res.status).toBe(200);
@@ -242,7 +386,11 @@ describe('failover and streams', () => {
 
   it('returns 502 upstream_error when every channel fails, at no cost', async () => {
     h.mock.script({ model: 'gpt-x-up', status: 503 }, { model: 'gpt-x-backup', status: 502 });
-    const { response } = await h.openai(key).chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] }).withResponse().catch((e: { status: number; headers: Headers }) => ({ response: e }));
+    const { response } = await h
+      .openai(key)
+      .chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] })
+      .withResponse()
+      .catch((e: { status: number; headers: Headers }) => ({ response: e }));
     expect((response as { status: number }).status).toBe(502);
     const id = (response as { headers: Headers }).headers.get('x-request-id')!;
     const row = await h.usage(id);
@@ -255,8 +403,16 @@ describe('failover and streams', () => {
     const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
       method: 'POST',
       signal: ac.signal,
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'client-abort-0001' },
-      body: JSON.stringify({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'x' }] }),
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'x-request-id': 'client-abort-0001',
+      },
+      body: JSON.stringify({
+        model: 'gpt-x',
+        stream: true,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
     });
     const reader = res.body!.getReader();
     await reader.read();

@@ -15,7 +15,12 @@ beforeAll(async () => {
 afterAll(async () => h?.close());
 
 interface Health {
-  config: { version: string; lastReloadOk: boolean | null; lastError: string | null; reloads: { success: number; failure: number } };
+  config: {
+    version: string;
+    lastReloadOk: boolean | null;
+    lastError: string | null;
+    reloads: { success: number; failure: number };
+  };
 }
 
 async function health(): Promise<Health> {
@@ -51,14 +56,27 @@ describe('hot reload', () => {
     const pricesPath = join(h.configDir, 'prices.yaml');
     const original = await readFile(pricesPath, 'utf8');
     // A burst of saves compiles once.
-    for (let i = 0; i < 5; i++) await writeFile(pricesPath, original.replace('{ model: plain, input: 1, output: 1 }', `{ model: plain, input: 1, output: ${2 + i} }`));
+    for (let i = 0; i < 5; i++)
+      await writeFile(
+        pricesPath,
+        original.replace(
+          '{ model: plain, input: 1, output: 1 }',
+          `{ model: plain, input: 1, output: ${2 + i} }`,
+        ),
+      );
     const afterGood = await waitFor((s) => s.config.version !== v1);
     expect(afterGood.config.lastReloadOk).toBe(true);
     expect(afterGood.config.reloads.success).toBe(1);
     const v2 = afterGood.config.version;
     expect(h.gateway.tables.current.models.get('plain')?.prices[0]?.outputNano).toBe(6000n);
 
-    await writeFile(pricesPath, original.replace('{ model: plain, input: 1, output: 1 }', '{ model: plain, input: 0.0001, output: 1 }'));
+    await writeFile(
+      pricesPath,
+      original.replace(
+        '{ model: plain, input: 1, output: 1 }',
+        '{ model: plain, input: 0.0001, output: 1 }',
+      ),
+    );
     const afterBad = await waitFor((s) => s.config.reloads.failure === 1);
     expect(afterBad.config.version).toBe(v2);
     expect(afterBad.config.lastReloadOk).toBe(false);

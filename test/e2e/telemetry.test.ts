@@ -25,7 +25,9 @@ function spans(): ReadableSpan[] {
   return h.gateway.telemetry.tracing.memoryExporter!.getFinishedSpans();
 }
 
-async function treeOf(requestId: string): Promise<{ root: ReadableSpan; children: ReadableSpan[] }> {
+async function treeOf(
+  requestId: string,
+): Promise<{ root: ReadableSpan; children: ReadableSpan[] }> {
   for (let i = 0; i < 100; i++) {
     const root = spans().find((s) => s.attributes['switchyard.request_id'] === requestId);
     if (root !== undefined) {
@@ -52,9 +54,17 @@ describe('traces', () => {
     const res = await chat({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] });
     const { root, children } = await treeOf(res.headers.get('x-request-id')!);
     expect(root.name).toBe('POST /v1/chat/completions');
-    expect(children.map((c) => c.name).sort()).toEqual(['switchyard.admission', 'switchyard.settlement', 'switchyard.upstream_attempt']);
+    expect(children.map((c) => c.name).sort()).toEqual([
+      'switchyard.admission',
+      'switchyard.settlement',
+      'switchyard.upstream_attempt',
+    ]);
     const attempt = children.find((c) => c.name === 'switchyard.upstream_attempt')!;
-    expect(attempt.attributes).toMatchObject({ 'switchyard.channel.id': 'oa-main', 'http.response.status_code': 200, 'gen_ai.provider.name': 'openai' });
+    expect(attempt.attributes).toMatchObject({
+      'switchyard.channel.id': 'oa-main',
+      'http.response.status_code': 200,
+      'gen_ai.provider.name': 'openai',
+    });
     expect(root.attributes).toMatchObject({
       'http.response.status_code': 200,
       'gen_ai.operation.name': 'chat',
@@ -71,7 +81,11 @@ describe('traces', () => {
   });
 
   it('a streamed request records the time to first chunk', async () => {
-    const res = await chat({ model: 'gpt-x', stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const res = await chat({
+      model: 'gpt-x',
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     const { root } = await treeOf(res.headers.get('x-request-id')!);
     expect(Number(root.attributes['gen_ai.response.time_to_first_chunk'])).toBeGreaterThan(0);
     expect(root.attributes['gen_ai.usage.output_tokens']).toBe(14);
@@ -82,7 +96,12 @@ describe('traces', () => {
     const res = await chat({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] });
     const { children } = await treeOf(res.headers.get('x-request-id')!);
     const attempts = children.filter((c) => c.name === 'switchyard.upstream_attempt');
-    expect(attempts.map((a) => [a.attributes['switchyard.channel.id'], a.attributes['switchyard.retry_reason'] ?? null])).toEqual([
+    expect(
+      attempts.map((a) => [
+        a.attributes['switchyard.channel.id'],
+        a.attributes['switchyard.retry_reason'] ?? null,
+      ]),
+    ).toEqual([
       ['oa-main', 'http_5xx'],
       ['oa-backup', null],
     ]);
@@ -103,7 +122,10 @@ describe('traces', () => {
 
   it("honours the client's W3C traceparent", async () => {
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-    const res = await chat({ model: 'plain', messages: [{ role: 'user', content: 'hi' }] }, { traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+    const res = await chat(
+      { model: 'plain', messages: [{ role: 'user', content: 'hi' }] },
+      { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+    );
     const { root } = await treeOf(res.headers.get('x-request-id')!);
     expect(root.spanContext().traceId).toBe(traceId);
     expect(root.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
@@ -116,12 +138,18 @@ describe('metrics and logs', () => {
     const res = await fetch(`${h.gateway.url}/metrics`);
     expect(res.headers.get('content-type')).toContain('text/plain');
     const text = await res.text();
-    expect(text).toMatch(/switchyard_requests_total\{route="POST \/v1\/chat\/completions",model="plain",channel="oa-main",status="200"\} \d+/);
+    expect(text).toMatch(
+      /switchyard_requests_total\{route="POST \/v1\/chat\/completions",model="plain",channel="oa-main",status="200"\} \d+/,
+    );
     expect(text).toMatch(/switchyard_request_duration_seconds_bucket\{.*le="\+Inf"\} \d+/);
-    expect(text).toMatch(/switchyard_upstream_attempts_total\{channel="oa-main",outcome="ok"\} \d+/);
+    expect(text).toMatch(
+      /switchyard_upstream_attempts_total\{channel="oa-main",outcome="ok"\} \d+/,
+    );
     expect(text).toMatch(/switchyard_tokens_total\{model="plain",kind="output"\} \d+/);
     expect(text).toMatch(/switchyard_rejections_total\{layer="auth"\} \d+/);
-    expect(text).toContain(`switchyard_config_version_info{version="${h.gateway.tables.current.version}"} 1`);
+    expect(text).toContain(
+      `switchyard_config_version_info{version="${h.gateway.tables.current.version}"} 1`,
+    );
     expect(text).not.toContain('req_');
   });
 
@@ -131,17 +159,30 @@ describe('metrics and logs', () => {
     await h.usage(id);
     let line: Record<string, unknown> | undefined;
     for (let i = 0; i < 100 && line === undefined; i++) {
-      line = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.reqId === id && l.msg === 'request');
+      line = logLines
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l.reqId === id && l.msg === 'request');
       if (line === undefined) await new Promise((r) => setTimeout(r, 10));
     }
-    expect(line).toMatchObject({ reqId: id, model: 'plain', channel: 'oa-main', status: 200, accountId, keyId });
+    expect(line).toMatchObject({
+      reqId: id,
+      model: 'plain',
+      channel: 'oa-main',
+      status: 200,
+      accountId,
+      keyId,
+    });
     expect((line!.tokens as { output: number }).output).toBe(6);
     expect(typeof line!.costYuan).toBe('string');
   });
 
   it('never puts a secret in spans, logs or metrics', async () => {
     // An upstream that quotes its key back must not leak it either.
-    h.mock.script({ model: 'gpt-x-up', status: 400, body: { error: { message: `bad request for key ${MOCK_DEFAULT_KEY}` } } });
+    h.mock.script({
+      model: 'gpt-x-up',
+      status: 400,
+      body: { error: { message: `bad request for key ${MOCK_DEFAULT_KEY}` } },
+    });
     const res = await chat({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] });
     expect(res.status).toBe(400);
     await fetch(`${h.gateway.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
