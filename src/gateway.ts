@@ -46,6 +46,8 @@ export interface GatewayOptions {
 export interface Gateway {
   app: FastifyInstance;
   url: string;
+  /** The separate metrics listener, when gateway.metrics.port is set. */
+  metricsUrl: string | null;
   ctx: GatewayContext;
   tables: TableHolder;
   telemetry: Telemetry;
@@ -136,6 +138,11 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     inflight: new Set(),
   };
 
+  const slots = {
+    slotsInUse: (id: string) => limiter.slotsInUse(id),
+    channels: () =>
+      [...tables.current.channels.values()].filter((c) => c.capacity !== null).map((c) => c.id),
+  };
   const app = buildApp(ctx, { logger: log, bodyLimit: g.bodyLimitBytes }, (app) => {
     app.get('/health', async () => ({
       status: 'ok',
@@ -166,11 +173,21 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   const address = app.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   if (opts.watch !== false) await tables.watch();
+  const metricsServer =
+    g.metrics.enabled && g.metrics.port !== null
+      ? await telemetry.startMetricsServer(
+          opts.host ?? g.listen.host,
+          g.metrics.port,
+          () => tables.current.gateway.metrics,
+          slots,
+        )
+      : null;
 
   let closed = false;
   return {
     app,
     url: `http://${host}:${address.port}`,
+    metricsUrl: metricsServer?.url ?? null,
     ctx,
     tables,
     telemetry,
@@ -178,6 +195,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       if (closed) return;
       closed = true;
       await tables.close();
+      await metricsServer?.close();
       await app.close();
       await Promise.allSettled([...ctx.inflight]);
       keys.stop();

@@ -816,6 +816,21 @@ export async function relayModelRoute(
       });
     }
   };
+  // The channel's total time bounds the whole stream: one timer per request, none per chunk.
+  let timedOut = false;
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, candidate.channel.timeouts.totalMs);
+  const endWithError = async (err: unknown, message: string): Promise<void> => {
+    // After the first byte there is no retry: the stream ends with an error event.
+    status = 'aborted';
+    ctx.log.warn({ err, reqId: requestId, channel: candidate.channel.id }, message);
+    obs
+      .attempt(candidate.channel.id, candidate.channel.protocol, 0)
+      .end(timedOut ? 'timeout' : 'stream_cut', 200);
+    await write(streamErrorText(styleOf(def), requestId, message));
+  };
   try {
     await write(dispatched.first);
     for (;;) {
@@ -827,25 +842,18 @@ export async function relayModelRoute(
       if (abort.signal.aborted) break;
     }
     if (!abort.signal.aborted) await write(relay.end());
+    else if (timedOut) await endWithError(null, 'the upstream exceeded its total time');
   } catch (err) {
-    if (abort.signal.aborted) {
-      status = 'client_aborted';
-    } else {
-      // After the first byte there is no retry: the stream ends with an error event.
-      status = 'aborted';
-      ctx.log.warn(
-        { err, reqId: requestId, channel: candidate.channel.id },
-        'upstream stream cut after first byte',
-      );
-      obs.attempt(candidate.channel.id, candidate.channel.protocol, 0).end('stream_cut', 200);
-      await write(streamErrorText(styleOf(def), requestId, 'the upstream stream was cut'));
-    }
+    if (timedOut) await endWithError(err, 'the upstream exceeded its total time');
+    else if (abort.signal.aborted) status = 'client_aborted';
+    else await endWithError(err, 'the upstream stream was cut');
   } finally {
+    clearTimeout(deadline);
     if (abort.signal.aborted && status === 'ok') status = 'client_aborted';
     reply.raw.off('close', onClose);
     if (!raw.destroyed) raw.end();
     await release();
-    // Drain what is left of an aborted upstream body so the pool's socket is not leaked.
+    // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
     if (status !== 'ok') void dispatched.response.body.destroy();
   }
   const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);

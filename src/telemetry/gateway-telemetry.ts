@@ -1,6 +1,8 @@
 // Joins tracing, metrics and logs into what the gateway uses: one RequestObserver per request
 // (span tree, metrics, the access line), the config-version gauges, and the /metrics route.
-import { timingSafeEqual, createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
@@ -37,6 +39,11 @@ export interface TelemetryOptions {
   logDestination?: NodeJS.WritableStream | null;
 }
 
+export interface MetricsSlots {
+  slotsInUse: (channelId: string) => Promise<number>;
+  channels: () => string[];
+}
+
 export interface Telemetry {
   logger: FastifyBaseLogger;
   tracing: Tracing;
@@ -53,11 +60,19 @@ export interface Telemetry {
   ): RequestObserver;
   /** ok: true a successful reload, false a failed one, null the initial load. */
   configVersion(version: string, ok: boolean | null): void;
+  /** GET /metrics on the main port (404 when metrics are off or on their own port). */
   registerMetricsRoute(
     app: FastifyInstance,
     settings: () => GatewayEntry['metrics'],
-    slots: { slotsInUse: (channelId: string) => Promise<number>; channels: () => string[] },
+    slots: MetricsSlots,
   ): void;
+  /** GET /metrics on a separate port (gateway.metrics.port), so it need not be exposed with /v1. */
+  startMetricsServer(
+    host: string,
+    port: number,
+    settings: () => GatewayEntry['metrics'],
+    slots: MetricsSlots,
+  ): Promise<{ url: string; close(): Promise<void> }>;
   shutdown(): Promise<void>;
 }
 
@@ -110,6 +125,29 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
       base.channelCooldown.labels(channelId).set(cooling ? 1 : 0);
     },
   });
+
+  async function scrape(
+    authorization: string | undefined,
+    s: GatewayEntry['metrics'],
+    slots: MetricsSlots,
+  ): Promise<{ status: number; contentType: string; body: string }> {
+    if (s.token !== null) {
+      const given =
+        typeof authorization === 'string' && authorization.startsWith('Bearer ')
+          ? authorization.slice(7)
+          : '';
+      if (!timingSafeEqual(digest(given), digest(s.token))) {
+        return {
+          status: 401,
+          contentType: 'text/plain',
+          body: 'metrics need the metrics bearer token\n',
+        };
+      }
+    }
+    for (const id of slots.channels())
+      base.channelSlotsInUse.labels(id).set(await slots.slotsInUse(id));
+    return { status: 200, contentType: PROMETHEUS_CONTENT_TYPE, body: base.registry.render() };
+  }
 
   function observe(
     requestId: string,
@@ -257,42 +295,41 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
       else base.recordReload(ok ? 'success' : 'failure', version, Date.now());
     },
     registerMetricsRoute(app, settings, slots) {
-      const handler = async (
-        req: { headers: Record<string, string | string[] | undefined> },
-        reply: { code(n: number): { header(k: string, v: string): { send(b: string): void } } },
-      ): Promise<void> => {
-        const s = settings();
-        if (s.token !== null) {
-          const auth = req.headers.authorization;
-          const given = typeof auth === 'string' && auth.startsWith('Bearer ') ? auth.slice(7) : '';
-          if (!timingSafeEqual(digest(given), digest(s.token))) {
-            reply
-              .code(401)
-              .header('content-type', 'text/plain')
-              .send('metrics need the metrics bearer token\n');
-            return;
-          }
-        }
-        for (const id of slots.channels())
-          base.channelSlotsInUse.labels(id).set(await slots.slotsInUse(id));
-        reply
-          .code(200)
-          .header('content-type', PROMETHEUS_CONTENT_TYPE)
-          .send(base.registry.render());
-      };
       app.get('/metrics', async (req, reply) => {
-        if (settings().enabled === false || settings().port !== null) {
+        const s = settings();
+        if (!s.enabled || s.port !== null) {
+          const where = s.enabled ? `port ${s.port}` : 'nowhere (metrics.enabled is false)';
           reply.code(404).send({
             error: {
-              message: 'metrics are served on their own port',
+              message: `metrics are served on ${where}`,
               type: 'switchyard_api_error',
               code: 'not_found',
+              request_id: req.id,
             },
           });
           return;
         }
-        await handler(req, reply);
+        const r = await scrape(req.headers.authorization, s, slots);
+        reply.code(r.status).header('content-type', r.contentType).send(r.body);
       });
+    },
+    async startMetricsServer(host, port, settings, slots) {
+      const server = createServer((req, res) => {
+        if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+          res.writeHead(404, { 'content-type': 'text/plain' }).end('only GET /metrics here\n');
+          return;
+        }
+        scrape(req.headers.authorization, settings(), slots).then(
+          (r) => res.writeHead(r.status, { 'content-type': r.contentType }).end(r.body),
+          () => res.writeHead(500).end(),
+        );
+      });
+      await new Promise<void>((resolve) => server.listen(port, host, resolve));
+      const address = server.address() as AddressInfo;
+      return {
+        url: `http://${host}:${address.port}/metrics`,
+        close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+      };
     },
     shutdown: () => tracing.shutdown(),
   };
