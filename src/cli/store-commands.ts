@@ -6,6 +6,7 @@ import { compileDir } from '../config/source.ts';
 import { instant, modelPatterns, requiredText, yuanAmount } from '../admin/input.ts';
 import { GatewayError } from '../http/errors.ts';
 import { openStore } from '../store/open-store.ts';
+import { DataDirBusyError } from '../store/data-dir-lock.ts';
 import { createPgliteDriver } from '../store/pglite-driver.ts';
 import { DEFAULT_HEARTBEAT_MS, SqlStore, STALE_AFTER_BEATS } from '../store/sql-store.ts';
 import type { Account, ApiKey, Store } from '../store/store.ts';
@@ -166,7 +167,20 @@ async function openGatewayStore(dir: string): Promise<Store> {
       1,
     );
   }
-  const driver = await createPgliteDriver(dataDir);
+  let driver;
+  try {
+    driver = await createPgliteDriver(dataDir);
+  } catch (err) {
+    if (err instanceof DataDirBusyError) {
+      throw new CliError(
+        `the embedded store in ${dataDir} is in use by a running gateway (process ${err.pid}). ` +
+          'PGlite allows one process per data directory: stop the gateway first, or use the ' +
+          'admin API (/api/accounts, /api/keys) while it runs, or move to Postgres (DATABASE_URL)',
+        1,
+      );
+    }
+    throw err;
+  }
   try {
     const holder = await liveInstance(driver);
     if (holder !== null) {

@@ -4,6 +4,7 @@
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
 import type { Transaction } from '@electric-sql/pglite';
+import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
 
@@ -24,9 +25,16 @@ function queryable(db: PGlite | Transaction): Queryable {
 /** dataDir null → in memory (tests); otherwise the directory is created if missing. */
 export async function createPgliteDriver(dataDir: string | null): Promise<Driver> {
   if (dataDir !== null) await mkdir(dataDir, { recursive: true });
+  const unlock = dataDir === null ? null : await lockDataDir(dataDir);
   // PGlite parses int8 to a JS number by default, which loses nano-yuan above 2^53 (9e6 ¥).
   const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
-  const db = await PGlite.create(dataDir === null ? { parsers } : { dataDir, parsers });
+  let db: PGlite;
+  try {
+    db = await PGlite.create(dataDir === null ? { parsers } : { dataDir, parsers });
+  } catch (err) {
+    await unlock?.();
+    throw err;
+  }
   const base = queryable(db);
   return {
     kind: 'pglite',
@@ -37,6 +45,7 @@ export async function createPgliteDriver(dataDir: string | null): Promise<Driver
     },
     async close(): Promise<void> {
       await db.close();
+      await unlock?.();
     },
   };
 }
