@@ -23,6 +23,9 @@ declare module 'fastify' {
   interface FastifyRequest {
     rawBodyLength: number;
     errorStyle: ErrorStyle;
+    /** Set by the route's onRequest hook, before the body is read. */
+    caller: Caller | null;
+    obs: RequestObserver | null;
   }
 }
 
@@ -183,10 +186,10 @@ async function handle(
     reply.header('cache-control', 'public, max-age=30').send(pricingPayload(table, Date.now()));
     return;
   }
-  const obs = ctx.observe(req.id, def.name, req.method, req.headers);
+  const obs = req.obs!;
+  const caller = req.caller!;
   let status = 200;
   try {
-    const caller = await authenticate(ctx, table, def, req, obs);
     const created = Math.floor(table.compiledAtMs / 1000);
     switch (def.handler) {
       case 'models': {
@@ -240,6 +243,31 @@ async function handle(
   }
 }
 
+/**
+ * Blacklist and key checks run in onRequest, before fastify reads the body: a banned source or a
+ * request without a valid key costs no body parsing (up to the 10 MB limit) and gets its 401/403
+ * even when the body is malformed (spec 5.6).
+ */
+async function admitCaller(
+  ctx: GatewayContext,
+  def: EndpointDef,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<FastifyReply | undefined> {
+  const obs = ctx.observe(req.id, def.name, req.method, req.headers);
+  req.obs = obs;
+  try {
+    req.caller = await authenticate(ctx, ctx.tables.current, def, req, obs);
+    return undefined;
+  } catch (err) {
+    const gw = toGatewayError(err);
+    if (gw === null) throw err;
+    sendError(reply, gw, req.id, req.errorStyle);
+    obs.finish(gw.status);
+    return reply;
+  }
+}
+
 export interface AppOptions {
   logger: FastifyBaseLogger;
   bodyLimit: number;
@@ -262,6 +290,8 @@ export function buildApp(
 
   app.decorateRequest('rawBodyLength', 0);
   app.decorateRequest('errorStyle', 'openai');
+  app.decorateRequest('caller', null);
+  app.decorateRequest('obs', null);
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id);
     if (req.url.startsWith('/v1/messages')) req.errorStyle = 'anthropic';
@@ -293,7 +323,10 @@ export function buildApp(
   app.setErrorHandler((err, req, reply) => {
     const gw = toGatewayError(err);
     if (gw !== null) {
+      // A body that could not be read (malformed, too large) after the caller was admitted.
+      req.obs?.rejected('validation', gw.code);
       sendError(reply, gw, req.id, req.errorStyle);
+      req.obs?.finish(gw.status);
       return;
     }
     req.log.error({ err }, 'unhandled error');
@@ -319,6 +352,12 @@ export function buildApp(
     app.route({
       method: [...methods],
       url: def.path,
+      ...(def.auth === 'none'
+        ? {}
+        : {
+            onRequest: (req: FastifyRequest, reply: FastifyReply) =>
+              admitCaller(ctx, def, req, reply),
+          }),
       handler: (req, reply) => handle(ctx, def, req, reply),
     });
   }

@@ -851,8 +851,9 @@ export async function relayModelRoute(
     clearTimeout(deadline);
     if (abort.signal.aborted && status === 'ok') status = 'client_aborted';
     reply.raw.off('close', onClose);
-    if (!raw.destroyed) raw.end();
+    // Free the slot before the client sees the end, so its next request finds it free.
     await release();
+    if (!raw.destroyed) raw.end();
     // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
     if (status !== 'ok') void dispatched.response.body.destroy();
   }

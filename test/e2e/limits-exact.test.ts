@@ -71,10 +71,8 @@ async function expectNothingHeld(accountId: string, passed: Answer[], refused: A
   for (const a of passed) expect((await h.usage(a.requestId)).status).toBe('ok');
   expect((await h.store.getAccount(accountId))?.reservedNano).toBe(0n);
   for (const a of refused) {
-    // Rejected before the reservation (RPM): no row. At channel choice (capacity): no row, or a
-    // failed row settled at zero — never an 'ok' row, never a charge.
-    const row = await h.store.getUsage(a.requestId);
-    if (row !== null) expect(row).toMatchObject({ status: 'failed', costNano: 0n });
+    // RPM refuses before the reservation; capacity releases it (decision 0012): no row either way.
+    expect(await h.store.getUsage(a.requestId)).toBeNull();
   }
   const ok = (await h.store.listUsage({ accountId, limit: 1000 })).filter((r) => r.status === 'ok');
   expect(ok.map((r) => r.requestId).sort()).toEqual(passed.map((a) => a.requestId).sort());

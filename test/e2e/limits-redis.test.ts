@@ -1,0 +1,203 @@
+// Two gateways sharing one Redis enforce ONE per-model RPM and ONE channel capacity, not one each.
+// Both run in this test process, but as separate servers with separate limiter clients, so they
+// share nothing but Redis and the store; the cross-process case (separate OS processes) is covered
+// by the Redis conformance suite in test/limits/redis.test.ts.
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLimiter } from '../../src/limits/create-limiter.ts';
+import type { GatewayLimiter } from '../../src/limits/resilient-limiter.ts';
+import { E2E_CONFIG, e2eStore, startHarness, type Harness } from './harness.ts';
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+const PREFIX = `sy-e2e-${randomBytes(4).toString('hex')}:`;
+
+async function reachable(url: string): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 1000,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+const redisUp = await reachable(REDIS_URL);
+if (!redisUp) {
+  if (process.env.CI) throw new Error(`Redis is required in CI and ${REDIS_URL} is unreachable`);
+  console.warn(
+    `[limits e2e] Redis at ${REDIS_URL} is unreachable: skipping the shared-limit tests`,
+  );
+}
+
+/** E2E_CONFIG plus a model limited to 7 RPM and a model whose only channel has capacity 3. */
+function files(mockUrl: string): Record<string, string> {
+  const base = E2E_CONFIG(mockUrl);
+  return {
+    ...base,
+    'channels.yaml': `${base['channels.yaml']}  - id: shared3
+    protocol: openai
+    base_url: ${mockUrl}/v1
+    api_keys: ["\${E2E_MOCK_KEY}"]
+    capacity: 3
+    timeouts: { connect_ms: 1000, first_byte_ms: 5000, total_ms: 10000 }
+`,
+    'models.yaml': `${base['models.yaml']}  - name: rpm7
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: oa-main, upstream_model: rpm7-up }]
+  - name: cap3-model
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: shared3, upstream_model: cap3-up }]
+`,
+    'prices.yaml': `${base['prices.yaml']}  - { model: rpm7, input: 1, output: 1 }
+  - { model: cap3-model, input: 1, output: 1 }
+`,
+    'limits.yaml': `limits:
+  rpm:
+    scope: account
+    models: { limited: 2, rpm7: 7 }
+`,
+  };
+}
+
+interface Answer {
+  status: number;
+  code: string | null;
+  requestId: string;
+}
+
+const limiters: GatewayLimiter[] = [];
+let a: Harness;
+let b: Harness;
+
+beforeAll(async () => {
+  if (!redisUp) return;
+  // Each gateway gets its own client, as a separate process would; only the prefix is shared.
+  const limiter = (): GatewayLimiter => {
+    const l = createLimiter({
+      redisUrl: REDIS_URL,
+      onUnreachable: 'fail_closed',
+      keyPrefix: PREFIX,
+    });
+    limiters.push(l);
+    return l;
+  };
+  const store = await e2eStore();
+  a = await startHarness({ files, store, limiter: limiter() });
+  b = await startHarness({ files, store, limiter: limiter() });
+}, 60_000);
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  for (const l of limiters) await l.close();
+  if (!redisUp) return;
+  const admin = new Redis(REDIS_URL);
+  let cursor = '0';
+  do {
+    const [next, keys] = await admin.scan(cursor, 'MATCH', `${PREFIX}*`, 'COUNT', 500);
+    if (keys.length > 0) await admin.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+  admin.disconnect();
+});
+
+async function chat(h: Harness, key: string, model: string): Promise<Answer> {
+  const res = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+  });
+  const json = (await res.json()) as { error?: { code: string } };
+  return {
+    status: res.status,
+    code: json.error?.code ?? null,
+    requestId: res.headers.get('x-request-id') ?? '',
+  };
+}
+
+const upstreamCalls = (): number => a.mock.callCount() + b.mock.callCount();
+
+describe.skipIf(!redisUp)('two gateways sharing Redis', () => {
+  it('admit exactly 7 of 30 requests spread over both against one RPM of 7', async () => {
+    const { key, accountId } = await a.account({ balance: '10' });
+    const before = upstreamCalls();
+
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => chat(i % 2 === 0 ? a : b, key, 'rpm7')),
+    );
+
+    const passed = answers.filter((x) => x.status === 200);
+    expect(passed).toHaveLength(7);
+    for (const x of answers.filter((y) => y.status !== 200)) {
+      expect(x.status).toBe(429);
+      expect(x.code).toBe('rate_limited');
+    }
+    expect(upstreamCalls() - before).toBe(7);
+    for (const x of passed) await a.usage(x.requestId);
+    expect((await a.store.getAccount(accountId))?.reservedNano).toBe(0n);
+  });
+
+  it('hold at most 3 requests in flight over both on a channel of capacity 3', async () => {
+    const { key, accountId } = await a.account({ balance: '10' });
+    for (const h of [a, b]) h.mock.script({ model: 'cap3-up', delayMs: 1500, times: 12 });
+    const before = upstreamCalls();
+    let completed = 0;
+    let maxInFlight = 0;
+    // Calls received by both mocks minus answers received bounds what the upstreams still hold.
+    const sample = (): void => {
+      maxInFlight = Math.max(maxInFlight, upstreamCalls() - before - completed);
+    };
+    const sampler = setInterval(sample, 5);
+
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        chat(i % 2 === 0 ? a : b, key, 'cap3-model').then((x) => {
+          sample();
+          if (x.status === 200) completed++;
+          return x;
+        }),
+      ),
+    );
+    clearInterval(sampler);
+
+    const passed = answers.filter((x) => x.status === 200);
+    expect(maxInFlight).toBe(3);
+    expect(passed).toHaveLength(3);
+    for (const x of answers.filter((y) => y.status !== 200)) {
+      expect(x.status).toBe(429);
+      expect(x.code).toBe('channel_capacity_exceeded');
+    }
+    expect(upstreamCalls() - before).toBe(3);
+    expect(await a.gateway.ctx.limiter.slotsInUse('shared3')).toBe(0);
+    expect(await b.gateway.ctx.limiter.slotsInUse('shared3')).toBe(0);
+    for (const x of passed) await a.usage(x.requestId);
+    expect((await a.store.getAccount(accountId))?.reservedNano).toBe(0n);
+  });
+
+  it('a restriction added on one gateway is enforced by the other', async () => {
+    const { key } = await a.account({ balance: '10' });
+    await a.gateway.ctx.limiter.addToBlacklist('ip:127.0.0.1', 60_000, 'e2e shared ban');
+    try {
+      const before = upstreamCalls();
+      const refused = await chat(b, key, 'plain');
+      expect(refused.status).toBe(403);
+      expect(refused.code).toBe('temp_blacklisted');
+      expect(upstreamCalls()).toBe(before);
+    } finally {
+      await b.gateway.ctx.limiter.removeFromBlacklist('ip:127.0.0.1');
+    }
+    expect((await chat(a, key, 'plain')).status).toBe(200);
+  });
+});
