@@ -19,7 +19,12 @@ import { chatRequestToAnthropic } from '../protocols/translate/chat-request-to-a
 import { messagesRequestToOpenAi } from '../protocols/translate/messages-request-to-openai.ts';
 import { openAiResponseToMessages } from '../protocols/translate/openai-response-to-messages.ts';
 import { OpenAiToMessagesStream } from '../protocols/translate/openai-stream-to-messages.ts';
-import type { ChatRequest, JsonObject, MessagesRequest } from '../protocols/types.ts';
+import type {
+  ChatRequest,
+  JsonObject,
+  MessagesRequest,
+  UpstreamIdentity,
+} from '../protocols/types.ts';
 import { usageFromOpenAiChat, type Usage } from '../protocols/usage.ts';
 import type { EndpointKind } from '../table/endpoints.ts';
 import type { Candidate, Effort, ModelEntry } from '../table/types.ts';
@@ -40,8 +45,8 @@ export interface UpstreamPlan {
   headers: Record<string, string>;
   body: string;
   stream: boolean;
-  /** Non-stream: maps the upstream's JSON answer; null when it is not the expected object. */
-  finish(json: unknown): Finished | null;
+  /** Non-stream: maps the upstream's answer (parsed, and its text); null when it is not the expected object. */
+  finish(answer: unknown, text: string): Finished | null;
   /** Stream: a fresh incremental relay for this attempt. */
   relay(): StreamRelay;
 }
@@ -105,44 +110,23 @@ export function planFor(input: PlanInput): UpstreamPlan {
           params,
           input.model.maxOutputTokens,
         );
-        return {
-          path: '/messages',
+        const show = (answer: unknown): unknown => anthropicResponseToChat(answer, publicName);
+        return plan(
+          '/messages',
           headers,
-          body: json(t.body),
-          stream: t.stream,
-          finish(answer) {
-            const chat = anthropicResponseToChat(answer, publicName);
-            if (chat === null) return null;
-            const info = readMessagesResponse(answer);
-            return {
-              text: json(chat),
-              usage: info.usage,
-              upstreamId: info.id,
-              upstreamModel: info.model,
-              images: 0,
-            };
-          },
-          relay: () => new AnthropicToChatStream(t.clientWantsUsage, publicName),
-        };
+          t,
+          finisher(readMessagesResponse, show),
+          () => new AnthropicToChatStream(t.clientWantsUsage, publicName),
+        );
       }
       const m = mapChatRequest(body as unknown as ChatRequest, upstreamModel, params);
-      return {
-        path: '/chat/completions',
+      return plan(
+        '/chat/completions',
         headers,
-        body: json(m.body),
-        stream: m.stream,
-        finish(answer) {
-          const info = readChatResponse(answer);
-          return {
-            text: json(answer),
-            usage: info.usage,
-            upstreamId: info.id,
-            upstreamModel: info.model,
-            images: 0,
-          };
-        },
-        relay: () => new ChatStreamRelay(m.clientWantsUsage),
-      };
+        m,
+        finisher(readChatResponse),
+        () => new ChatStreamRelay(m.clientWantsUsage),
+      );
     }
     case 'messages': {
       if (candidate.channel.protocol === 'openai') {
@@ -151,85 +135,50 @@ export function planFor(input: PlanInput): UpstreamPlan {
           upstreamModel,
           params,
         );
-        return {
-          path: '/chat/completions',
+        const show = (answer: unknown): unknown => openAiResponseToMessages(answer, publicName);
+        return plan(
+          '/chat/completions',
           headers,
-          body: json(t.body),
-          stream: t.stream,
-          finish(answer) {
-            const message = openAiResponseToMessages(answer, publicName);
-            if (message === null) return null;
-            const info = readChatResponse(answer);
-            return {
-              text: json(message),
-              usage: info.usage,
-              upstreamId: info.id,
-              upstreamModel: info.model,
-              images: 0,
-            };
-          },
-          relay: () => new OpenAiToMessagesStream(publicName),
-        };
+          t,
+          finisher(readChatResponse, show),
+          () => new OpenAiToMessagesStream(publicName),
+        );
       }
       const m = mapMessagesRequest(body as unknown as MessagesRequest, upstreamModel, params);
-      return {
-        path: '/messages',
+      return plan(
+        '/messages',
         headers,
-        body: json(m.body),
-        stream: m.stream,
-        finish(answer) {
-          const info = readMessagesResponse(answer);
-          return {
-            text: json(answer),
-            usage: info.usage,
-            upstreamId: info.id,
-            upstreamModel: info.model,
-            images: 0,
-          };
-        },
-        relay: () => new MessagesStreamRelay(),
-      };
+        m,
+        finisher(readMessagesResponse),
+        () => new MessagesStreamRelay(),
+      );
     }
     case 'responses': {
       const m = mapResponsesRequest(body, upstreamModel, params);
-      return {
-        path: '/responses',
+      return plan(
+        '/responses',
         headers,
-        body: json(m.body),
-        stream: m.stream,
-        finish(answer) {
-          const info = readResponsesResponse(answer);
-          return {
-            text: json(answer),
-            usage: info.usage,
-            upstreamId: info.id,
-            upstreamModel: info.model,
-            images: 0,
-          };
-        },
-        relay: () => new ResponsesStreamRelay(),
-      };
+        m,
+        finisher(readResponsesResponse),
+        () => new ResponsesStreamRelay(),
+      );
     }
     case 'embeddings':
-      return nonStream('/embeddings', headers, { ...body, model: upstreamModel }, (answer) => {
-        const info = readEmbeddingsResponse(answer);
-        return {
-          text: json(answer),
-          usage: info.usage,
-          upstreamId: info.id,
-          upstreamModel: info.model,
-          images: 0,
-        };
-      });
+      return nonStream(
+        '/embeddings',
+        headers,
+        { ...body, model: upstreamModel },
+        finisher(readEmbeddingsResponse),
+      );
     case 'images_generations':
       return nonStream(
         '/images/generations',
         headers,
         { ...body, model: upstreamModel },
-        (answer) => {
+        (answer, text) => {
           const info = readImagesResponse(answer);
           return {
-            text: json(answer),
+            text,
             usage: info.usage,
             upstreamId: null,
             upstreamModel: null,
@@ -239,36 +188,66 @@ export function planFor(input: PlanInput): UpstreamPlan {
       );
     default: {
       const path = PASSTHROUGH_PATHS[input.endpoint] ?? `/${input.endpoint}`;
+      const read = (answer: unknown): UpstreamIdentity & { usage: Usage | null } => ({
+        id: null,
+        model: null,
+        usage: usageFromOpenAiChat((answer as JsonObject | null)?.usage),
+      });
       return nonStream(
         path,
         headers,
         { ...body, model: upstreamModel, stream: false },
-        (answer) => ({
-          text: json(answer),
-          usage: usageFromOpenAiChat((answer as JsonObject | null)?.usage),
-          upstreamId: null,
-          upstreamModel: null,
-          images: 0,
-        }),
+        finisher(read),
       );
     }
   }
+}
+
+type Reader = (answer: unknown) => UpstreamIdentity & { usage: Usage | null };
+
+/**
+ * Billing reads the upstream's answer; the client gets that answer's own bytes (no re-serialising
+ * on the native path) or, when `show` translates it, the translation (null: not the expected object).
+ */
+function finisher(
+  read: Reader,
+  show: ((answer: unknown) => unknown) | null = null,
+): UpstreamPlan['finish'] {
+  return (answer, text) => {
+    let out = text;
+    if (show !== null) {
+      const shown = show(answer);
+      if (shown === null) return null;
+      out = json(shown);
+    }
+    const info = read(answer);
+    return {
+      text: out,
+      usage: info.usage,
+      upstreamId: info.id,
+      upstreamModel: info.model,
+      images: 0,
+    };
+  };
+}
+
+function plan(
+  path: string,
+  headers: Record<string, string>,
+  mapped: { body: JsonObject; stream: boolean },
+  finish: UpstreamPlan['finish'],
+  relay: () => StreamRelay,
+): UpstreamPlan {
+  return { path, headers, body: json(mapped.body), stream: mapped.stream, finish, relay };
 }
 
 function nonStream(
   path: string,
   headers: Record<string, string>,
   body: JsonObject,
-  finish: (answer: unknown) => Finished | null,
+  finish: UpstreamPlan['finish'],
 ): UpstreamPlan {
-  return {
-    path,
-    headers,
-    body: json(body),
-    stream: false,
-    finish,
-    relay: () => {
-      throw new Error(`${path} does not stream`);
-    },
-  };
+  return plan(path, headers, { body, stream: false }, finish, () => {
+    throw new Error(`${path} does not stream`);
+  });
 }

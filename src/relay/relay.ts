@@ -465,8 +465,8 @@ async function dispatch(
     if (!plan.stream) {
       let finished: Finished | null = null;
       try {
-        const answer: unknown = await response.body.json();
-        finished = plan.finish(answer);
+        const text = await response.body.text();
+        finished = plan.finish(JSON.parse(text), text);
       } catch (err) {
         await release();
         if (signal.aborted) break;
