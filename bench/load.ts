@@ -1,0 +1,339 @@
+// The load generator (runs in the parent): closed loop at fixed concurrency, open loop at a fixed
+// rate with latency measured from each request's scheduled send time (no coordinated omission),
+// streams timed to their first `data:` byte and to their end, and long-held slow streams.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'undici';
+
+export interface Target {
+  /** Origin (gateway, proxy or the upstream itself), e.g. http://127.0.0.1:8080. */
+  url: string;
+  key: string;
+}
+
+/** Milliseconds, rounded to the microsecond. */
+export interface Percentiles {
+  n: number;
+  mean: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+const CHAT_PATH = '/v1/chat/completions';
+const DATA = Buffer.from('data:');
+
+/**
+ * A chat request of the usual shape: a system prompt and a ~600-character question (≈ 1 kB of
+ * JSON), max_tokens set, usage asked for when streaming.
+ */
+export function chatBody(model: string, stream: boolean): string {
+  const question =
+    'Summarise the trade-offs between a sliding-window log and a token bucket for per-account ' +
+    'rate limits in an API gateway that runs as several stateless processes behind a load ' +
+    'balancer with Redis holding shared state. Mention memory per bucket, accuracy at the ' +
+    'window edge, the number of Redis round trips per request, and what happens when Redis is ' +
+    'unreachable for a few seconds. Answer in at most five short paragraphs, without code, ' +
+    'and end with a one-line recommendation for a team of ten engineers.';
+  return JSON.stringify({
+    model,
+    messages: [
+      { role: 'system', content: 'You are a concise senior backend engineer.' },
+      { role: 'user', content: question },
+    ],
+    max_tokens: 512,
+    temperature: 0.2,
+    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
+  });
+}
+
+const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
+
+export function percentiles(samples: number[]): Percentiles {
+  if (samples.length === 0) return { n: 0, mean: 0, p50: 0, p90: 0, p99: 0, max: 0 };
+  const s = Float64Array.from(samples).sort();
+  const at = (q: number): number => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? 0;
+  let sum = 0;
+  for (const v of s) sum += v;
+  return {
+    n: s.length,
+    mean: round3(sum / s.length),
+    p50: round3(at(0.5)),
+    p90: round3(at(0.9)),
+    p99: round3(at(0.99)),
+    max: round3(s[s.length - 1] ?? 0),
+  };
+}
+
+function headers(target: Target): Record<string, string> {
+  return { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' };
+}
+
+function countData(chunk: Buffer): number {
+  let n = 0;
+  let i = chunk.indexOf(DATA);
+  while (i !== -1) {
+    n++;
+    i = chunk.indexOf(DATA, i + DATA.length);
+  }
+  return n;
+}
+
+interface OneResult {
+  ok: boolean;
+  /** First body bytes containing `data:` (streams), ms after `t0`; null when none came. */
+  firstMs: number | null;
+  endMs: number;
+  events: number;
+  error: string | null;
+}
+
+/** One request, read to its end; times are measured from t0 (the scheduled or actual send). */
+async function one(pool: Pool, target: Target, body: string, t0: number): Promise<OneResult> {
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path: CHAT_PATH,
+      headers: headers(target),
+      body,
+    });
+    let firstMs: number | null = null;
+    let events = 0;
+    let text = '';
+    for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      const n = countData(chunk);
+      if (n > 0 && firstMs === null) firstMs = performance.now() - t0;
+      events += n;
+      if (res.statusCode !== 200 && text.length < 300) text += chunk.toString('utf8');
+    }
+    const endMs = performance.now() - t0;
+    const ok = res.statusCode === 200;
+    return {
+      ok,
+      firstMs,
+      endMs,
+      events,
+      error: ok ? null : `HTTP ${res.statusCode}: ${text.slice(0, 300)}`,
+    };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    return { ok: false, firstMs: null, endMs: performance.now() - t0, events: 0, error: message };
+  }
+}
+
+export interface ClosedLoopResult {
+  concurrency: number;
+  elapsedMs: number;
+  requests: number;
+  errors: number;
+  firstError: string | null;
+  rps: number;
+  latency: Percentiles;
+}
+
+/**
+ * `concurrency` loops, each sending its next request when the last one ended, for `durationMs`
+ * or until `maxRequests` have been sent in total.
+ */
+export async function closedLoop(
+  target: Target,
+  opts: { concurrency: number; durationMs: number; body: string; maxRequests?: number },
+): Promise<ClosedLoopResult> {
+  const pool = new Pool(target.url, { connections: opts.concurrency, pipelining: 1 });
+  const latencies: number[] = [];
+  let errors = 0;
+  let sent = 0;
+  let firstError: string | null = null;
+  const max = opts.maxRequests ?? Infinity;
+  const started = performance.now();
+  const deadline = started + opts.durationMs;
+  const loop = async (): Promise<void> => {
+    while (sent < max && performance.now() < deadline) {
+      sent++;
+      const r = await one(pool, target, opts.body, performance.now());
+      if (r.ok) latencies.push(r.endMs);
+      else {
+        errors++;
+        firstError ??= r.error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, loop));
+  const elapsedMs = performance.now() - started;
+  await pool.close();
+  return {
+    concurrency: opts.concurrency,
+    elapsedMs: Math.round(elapsedMs),
+    requests: latencies.length,
+    errors,
+    firstError,
+    rps: Math.round(latencies.length / (elapsedMs / 1000)),
+    latency: percentiles(latencies),
+  };
+}
+
+export interface OpenLoopResult {
+  ratePerSec: number;
+  scheduled: number;
+  requests: number;
+  errors: number;
+  firstError: string | null;
+  /** Completions per second over the whole run, scheduled start to last completion. */
+  achievedRps: number;
+  /** From the scheduled send time to the end of the body. */
+  latency: Percentiles;
+}
+
+/**
+ * Sends request i at start + i/rate whether or not earlier ones have answered; a late request's
+ * wait counts in its latency, so a stall shows as the stall, not as one slow sample.
+ */
+export async function openLoop(
+  target: Target,
+  opts: { ratePerSec: number; durationMs: number; body: string; connections: number },
+): Promise<OpenLoopResult> {
+  const pool = new Pool(target.url, { connections: opts.connections, pipelining: 1 });
+  const total = Math.max(1, Math.round((opts.ratePerSec * opts.durationMs) / 1000));
+  const interval = 1000 / opts.ratePerSec;
+  const latencies: number[] = [];
+  const pending: Promise<void>[] = [];
+  let errors = 0;
+  let firstError: string | null = null;
+  const start = performance.now() + 5;
+  let next = 0;
+  while (next < total) {
+    const now = performance.now();
+    while (next < total && start + next * interval <= now) {
+      const scheduled = start + next * interval;
+      next++;
+      pending.push(
+        one(pool, target, opts.body, scheduled).then((r) => {
+          if (r.ok) latencies.push(r.endMs);
+          else {
+            errors++;
+            firstError ??= r.error;
+          }
+        }),
+      );
+    }
+    if (next < total) await sleep(Math.max(0, start + next * interval - performance.now()));
+  }
+  await Promise.all(pending);
+  const elapsedMs = performance.now() - start;
+  await pool.close();
+  return {
+    ratePerSec: opts.ratePerSec,
+    scheduled: total,
+    requests: latencies.length,
+    errors,
+    firstError,
+    achievedRps: Math.round(latencies.length / (elapsedMs / 1000)),
+    latency: percentiles(latencies),
+  };
+}
+
+export interface StreamLoopResult {
+  concurrency: number;
+  streams: number;
+  errors: number;
+  firstError: string | null;
+  /** `data:` events per stream (the last stream's count): chunks + role + usage + [DONE]. */
+  eventsPerStream: number;
+  ttft: Percentiles;
+  ttlt: Percentiles;
+}
+
+/** Closed loop of streamed requests; each is timed to its first `data:` and to its end. */
+export async function streamLoop(
+  target: Target,
+  opts: { concurrency: number; durationMs: number; body: string },
+): Promise<StreamLoopResult> {
+  const pool = new Pool(target.url, { connections: opts.concurrency, pipelining: 1 });
+  const ttft: number[] = [];
+  const ttlt: number[] = [];
+  let errors = 0;
+  let events = 0;
+  let firstError: string | null = null;
+  const deadline = performance.now() + opts.durationMs;
+  const loop = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      const r = await one(pool, target, opts.body, performance.now());
+      if (r.ok && r.firstMs !== null) {
+        ttft.push(r.firstMs);
+        ttlt.push(r.endMs);
+        events = r.events;
+      } else {
+        errors++;
+        firstError ??= r.error ?? 'a stream with no data: event';
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, loop));
+  await pool.close();
+  return {
+    concurrency: opts.concurrency,
+    streams: ttft.length,
+    errors,
+    firstError,
+    eventsPerStream: events,
+    ttft: percentiles(ttft),
+    ttlt: percentiles(ttlt),
+  };
+}
+
+export interface HeldStreams {
+  /** Streams that have received their first `data:` event so far. */
+  opened(): number;
+  /** Resolves when every stream has its first event, or after `timeoutMs`; ms since the start. */
+  allOpen(timeoutMs: number): Promise<number>;
+  /** Resolves when every stream has ended. */
+  finished(): Promise<{ ok: number; errors: number; firstError: string | null }>;
+}
+
+/** Opens `count` streams at once and keeps reading them (they end when the upstream ends them). */
+export function holdStreams(target: Target, count: number, body: string): HeldStreams {
+  const pool = new Pool(target.url, { connections: count, pipelining: 1 });
+  let opened = 0;
+  let ok = 0;
+  let errors = 0;
+  let firstError: string | null = null;
+  const started = performance.now();
+  const all = Array.from({ length: count }, async () => {
+    try {
+      const res = await pool.request({
+        method: 'POST',
+        path: CHAT_PATH,
+        headers: headers(target),
+        body,
+      });
+      let first = true;
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        if (first && countData(chunk) > 0) {
+          first = false;
+          opened++;
+        }
+      }
+      if (res.statusCode === 200) ok++;
+      else {
+        errors++;
+        firstError ??= `HTTP ${res.statusCode}`;
+      }
+    } catch (err) {
+      errors++;
+      firstError ??= err instanceof Error ? err.message : String(err);
+    }
+  });
+  const done = Promise.all(all).then(async () => {
+    await pool.close();
+    return { ok, errors, firstError };
+  });
+  return {
+    opened: () => opened,
+    async allOpen(timeoutMs) {
+      const until = started + timeoutMs;
+      while (opened + errors < count && performance.now() < until) await sleep(20);
+      return Math.round(performance.now() - started);
+    },
+    finished: () => done,
+  };
+}

@@ -1,0 +1,327 @@
+// The shape of a benchmark run's results (bench/results/*.json), the side-by-side table with
+// ratios to the direct call and to the bare proxy, and the goals measured against (not asserted).
+import type { LimitsBenchRow } from './limits-bench.ts';
+import type { ClosedLoopResult, OpenLoopResult, StreamLoopResult } from './load.ts';
+import type { ProfileSummary } from './cpuprofile-summary.ts';
+import type { ConfigBenchResult } from './procs/config.ts';
+import type { StoreBenchRow } from './store-bench.ts';
+import type { TelemetryBenchRow } from './telemetry-bench.ts';
+
+export type SideId = 'direct' | 'proxy' | 'gateway' | 'gatewayPgRedis';
+
+export const SIDE_LABELS: Record<SideId, string> = {
+  direct: 'direct',
+  proxy: 'bare proxy',
+  gateway: 'gw PGlite+mem',
+  gatewayPgRedis: 'gw PG+Redis',
+};
+
+export interface MemorySample {
+  requests: number;
+  rssMB: number;
+  heapUsedMB: number;
+}
+
+export interface OpenStreamsResult {
+  streams: number;
+  /** Streams that had their first event when the sample was taken. */
+  opened: number;
+  openMs: number;
+  rssBeforeMB: number;
+  rssOpenMB: number;
+  rssAfterMB: number;
+  ok: number;
+  errors: number;
+  firstError: string | null;
+}
+
+export interface BenchResults {
+  startedAt: string;
+  finishedAt: string;
+  quick: boolean;
+  machine: {
+    cores: number;
+    cpuModel: string;
+    node: string;
+    platform: string;
+    totalMemMB: number;
+    loadAvg1m: number;
+  };
+  params: Record<string, number | string>;
+  skipped: Partial<Record<SideId, string>>;
+  sides: SideId[];
+  throughput: Partial<Record<SideId, ClosedLoopResult>>;
+  latency: { ratePerSec: number; results: Partial<Record<SideId, OpenLoopResult>> };
+  stream: Partial<Record<SideId, StreamLoopResult>>;
+  memory: {
+    afterWarmup: Partial<Record<SideId, MemorySample>>;
+    /** The first sample is the warm gateway before the run; `requests` is how many were sent. */
+    longRun: { side: SideId; requests: number; samples: MemorySample[] };
+    openStreams: Partial<Record<SideId, OpenStreamsResult>>;
+  };
+  config: ConfigBenchResult;
+  limits: LimitsBenchRow[];
+  store: StoreBenchRow[];
+  telemetry: TelemetryBenchRow[];
+  profile: ProfileSummary & { file: string; side: SideId; rps: number };
+}
+
+const GATEWAYS: SideId[] = ['gateway', 'gatewayPgRedis'];
+
+function fmt(v: number | null | undefined, digits: number): string {
+  return v === null || v === undefined || !Number.isFinite(v) ? '–' : v.toFixed(digits);
+}
+
+interface Row {
+  label: string;
+  unit: string;
+  digits: number;
+  value: (side: SideId) => number | null;
+  /** 'ratio': gateway ÷ reference; 'diff': gateway − reference (latency, ms). */
+  compare: 'ratio' | 'diff';
+}
+
+function rows(r: BenchResults): Row[] {
+  const t = (s: SideId) => r.throughput[s] ?? null;
+  const l = (s: SideId) => r.latency.results[s] ?? null;
+  const st = (s: SideId) => r.stream[s] ?? null;
+  const c = r.params.concurrency;
+  const rate = r.latency.ratePerSec;
+  const mem = (s: SideId) => r.memory.afterWarmup[s]?.rssMB ?? null;
+  return [
+    {
+      label: `non-stream throughput, c=${c}`,
+      unit: 'req/s',
+      digits: 0,
+      value: (s) => t(s)?.rps ?? null,
+      compare: 'ratio',
+    },
+    {
+      label: `non-stream latency @${rate}/s p50`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => l(s)?.latency.p50 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `non-stream latency @${rate}/s p99`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => l(s)?.latency.p99 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `non-stream latency @${rate}/s max`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => l(s)?.latency.max ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'stream TTFT p50',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.ttft.p50 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'stream TTFT p99',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.ttft.p99 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'stream TTLT p50',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.ttlt.p50 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'stream TTLT p99',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.ttlt.p99 ?? null,
+      compare: 'diff',
+    },
+    { label: 'RSS after warm-up', unit: 'MB', digits: 1, value: mem, compare: 'ratio' },
+  ];
+}
+
+/** The side-by-side table: one column per side, then each gateway against direct and proxy. */
+export function sideBySide(r: BenchResults): string[] {
+  const sides = r.sides;
+  const cols = [...sides.map((s) => SIDE_LABELS[s])];
+  const cmp: string[] = [];
+  for (const g of GATEWAYS) {
+    if (!sides.includes(g)) continue;
+    const short = g === 'gateway' ? 'gw' : 'pg';
+    cmp.push(`${short} vs direct`, `${short} vs proxy`);
+  }
+  const w = 15;
+  const out: string[] = [];
+  out.push(
+    `${'metric'.padEnd(34)} ${'unit'.padEnd(5)} ${[...cols, ...cmp].map((h) => h.padStart(w)).join('')}`,
+  );
+  for (const row of rows(r)) {
+    const values = sides.map((s) => fmt(row.value(s), row.digits).padStart(w));
+    const comparisons: string[] = [];
+    for (const g of GATEWAYS) {
+      if (!sides.includes(g)) continue;
+      for (const ref of ['direct', 'proxy'] as const) {
+        const a = row.value(g);
+        const b = row.value(ref);
+        let text = '–';
+        if (a !== null && b !== null && b !== 0) {
+          text =
+            row.compare === 'ratio'
+              ? `${(a / b).toFixed(2)}×`
+              : `${a - b >= 0 ? '+' : ''}${(a - b).toFixed(3)}`;
+        }
+        comparisons.push(text.padStart(w));
+      }
+    }
+    out.push(
+      `${row.label.padEnd(34)} ${row.unit.padEnd(5)} ${values.join('')}${comparisons.join('')}`,
+    );
+  }
+  return out;
+}
+
+export interface GoalCheck {
+  goal: string;
+  side: SideId;
+  measured: string;
+  met: boolean | null;
+}
+
+/** The issue's goals, measured; reported, never asserted. */
+export function goals(r: BenchResults): GoalCheck[] {
+  const out: GoalCheck[] = [];
+  const proxy = r.throughput.proxy?.rps ?? null;
+  const lp = r.latency.results.proxy?.latency ?? null;
+  const sp = r.stream.proxy?.ttft ?? null;
+  for (const g of GATEWAYS) {
+    if (!r.sides.includes(g)) continue;
+    const rps = r.throughput[g]?.rps ?? null;
+    if (rps !== null && proxy !== null) {
+      const share = rps / proxy;
+      out.push({
+        goal: 'throughput ≥ 70% of bare proxy',
+        side: g,
+        measured: `${(share * 100).toFixed(0)}%`,
+        met: share >= 0.7,
+      });
+    }
+    const lg = r.latency.results[g]?.latency ?? null;
+    if (lg !== null && lp !== null) {
+      const d50 = lg.p50 - lp.p50;
+      const d99 = lg.p99 - lp.p99;
+      out.push({
+        goal: 'added p50 < 0.5 ms over proxy',
+        side: g,
+        measured: `${d50.toFixed(3)} ms`,
+        met: d50 < 0.5,
+      });
+      out.push({
+        goal: 'added p99 < 2 ms over proxy',
+        side: g,
+        measured: `${d99.toFixed(3)} ms`,
+        met: d99 < 2,
+      });
+    }
+    const sg = r.stream[g]?.ttft ?? null;
+    if (sg !== null && sp !== null) {
+      const d = sg.p50 - sp.p50;
+      out.push({
+        goal: 'TTFT p50 within 1 ms of proxy',
+        side: g,
+        measured: `${d.toFixed(3)} ms`,
+        met: d <= 1,
+      });
+    }
+  }
+  const lr = r.memory.longRun;
+  const first = lr.samples[0];
+  const last = lr.samples[lr.samples.length - 1];
+  if (first !== undefined && last !== undefined) {
+    const heapGrowth = last.heapUsedMB - first.heapUsedMB;
+    const rssGrowth = last.rssMB - first.rssMB;
+    out.push({
+      goal: `memory flat over ${lr.requests} requests`,
+      side: lr.side,
+      measured: `heap ${heapGrowth >= 0 ? '+' : ''}${heapGrowth.toFixed(1)} MB, RSS ${rssGrowth >= 0 ? '+' : ''}${rssGrowth.toFixed(1)} MB`,
+      // Flat: the GC'd heap grows by under 10% of its warm size over the run.
+      met: heapGrowth < first.heapUsedMB * 0.1,
+    });
+  }
+  const os = r.memory.openStreams.gateway;
+  if (os !== undefined) {
+    out.push({
+      goal: `${os.streams} open streams < 300 MB RSS`,
+      side: 'gateway',
+      measured: `${os.rssOpenMB.toFixed(1)} MB (${os.opened} open)`,
+      met: os.opened === os.streams ? os.rssOpenMB < 300 : null,
+    });
+  }
+  return out;
+}
+
+export function printReport(r: BenchResults): void {
+  const m = r.machine;
+  console.log('');
+  console.log(
+    `Switchyard benchmark ${r.quick ? '(quick) ' : ''}${r.startedAt}: ${m.cores} cores (${m.cpuModel}), Node ${m.node}, load ${m.loadAvg1m}`,
+  );
+  for (const [side, why] of Object.entries(r.skipped)) console.log(`  skipped ${side}: ${why}`);
+  console.log('');
+  for (const line of sideBySide(r)) console.log(line);
+  console.log('');
+  console.log('goals (reported, not asserted)');
+  for (const g of goals(r)) {
+    const met = g.met === null ? 'n/a' : g.met ? 'met' : 'NOT met';
+    console.log(
+      `  ${g.goal.padEnd(38)} ${SIDE_LABELS[g.side].padEnd(14)} ${g.measured.padEnd(26)} ${met}`,
+    );
+  }
+  console.log('');
+  const lr = r.memory.longRun;
+  console.log(
+    `memory over the long run (${SIDE_LABELS[lr.side]}, after GC): requests → RSS MB / heap MB`,
+  );
+  console.log(
+    `  ${lr.samples.map((s) => `${s.requests}: ${s.rssMB.toFixed(0)}/${s.heapUsedMB.toFixed(1)}`).join('  ')}`,
+  );
+  for (const [side, os] of Object.entries(r.memory.openStreams)) {
+    console.log(
+      `open streams (${SIDE_LABELS[side as SideId]}): ${os.opened}/${os.streams} open in ${os.openMs} ms; RSS ${os.rssBeforeMB.toFixed(1)} → ${os.rssOpenMB.toFixed(1)} MB open → ${os.rssAfterMB.toFixed(1)} MB after; ${os.errors} errors`,
+    );
+  }
+  const c = r.config;
+  console.log('');
+  console.log(
+    `config: ${c.models} models × ${c.channelsPerModel} channels (${(c.yamlBytes / 1e6).toFixed(1)} MB YAML)`,
+  );
+  console.log(
+    `  compileDir ${c.compileColdMs} ms cold, ${c.compileWarmMs} ms warm; table heap ${(c.tableHeapBytes / 1e6).toFixed(1)} MB (peak +${(c.compilePeakHeapBytes / 1e6).toFixed(1)} MB)`,
+  );
+  console.log(
+    `  main thread per reload: deserialize ${c.deserializeMs} ms + deepFreeze ${c.deepFreezeMs} ms (worker serialize ${c.serializeMs} ms)`,
+  );
+  const all = [c.firstReload, ...c.reloads];
+  console.log(
+    `  hot reload (TableHolder): ${all.map((x) => `${x.reloadMs} ms, stall max ${x.maxDelayMs} ms`).join('; ')} (idle floor ${c.idleMaxDelayMs} ms)`,
+  );
+  console.log('');
+  const p = r.profile;
+  console.log(
+    `gateway CPU profile (${SIDE_LABELS[p.side]}, non-stream closed loop at ${p.rps} req/s): ${p.file}`,
+  );
+  console.log('  top places by self time');
+  for (const x of p.places.slice(0, 12))
+    console.log(`    ${x.percent.toFixed(1).padStart(5)}%  ${x.name}`);
+  console.log('  top functions by self time');
+  for (const x of p.functions.slice(0, 15))
+    console.log(`    ${x.percent.toFixed(1).padStart(5)}%  ${x.name}`);
+}

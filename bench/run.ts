@@ -1,0 +1,407 @@
+// `npm run bench`: the gateway's overhead against a direct call to the upstream and against a bare
+// node:http + undici proxy, measured side by side in one run on this machine, plus the config,
+// limiter and telemetry figures. `--quick` runs every section small (the test drives it).
+// Writes bench/results/bench-<time>.json (or --out <file>) and prints the table.
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { startChild, type BenchChild } from './child.ts';
+import { summariseProfileFile } from './cpuprofile-summary.ts';
+import { runLimitsBench } from './limits-bench.ts';
+import { chatBody, closedLoop, holdStreams, openLoop, streamLoop, type Target } from './load.ts';
+import type { ConfigArgs, ConfigBenchResult } from './procs/config.ts';
+import type { GatewayArgs } from './procs/gateway.ts';
+import type { ProxyArgs } from './procs/proxy.ts';
+import type { UpstreamArgs } from './procs/upstream.ts';
+import {
+  printReport,
+  type BenchResults,
+  type MemorySample,
+  type OpenStreamsResult,
+  type SideId,
+} from './report.ts';
+import { runStoreBench } from './store-bench.ts';
+import { runTelemetryBench } from './telemetry-bench.ts';
+
+const PG_URL = process.env.SWITCHYARD_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+/**
+ * Channels the slow-stream model spreads over: the gateway's per-channel undici pool holds 256
+ * connections (src/relay/upstreams.ts), so 1,000 streams on one channel would queue 744 of them.
+ */
+const SLOW_CHANNELS = 5;
+
+const argv = process.argv.slice(2);
+const quick = argv.includes('--quick');
+const outIndex = argv.indexOf('--out');
+const outFile = outIndex >= 0 ? (argv[outIndex + 1] ?? null) : null;
+
+const P = quick
+  ? {
+      concurrency: 16,
+      warmupMs: 300,
+      throughputMs: 1000,
+      maxRate: 300,
+      openLoopMs: 1000,
+      openLoopConnections: 64,
+      streamChunks: 30,
+      streamGapMs: 1,
+      streamConcurrency: 4,
+      streamMs: 1000,
+      longRunRequests: 2000,
+      longRunMaxMs: 30_000,
+      longRunSamples: 4,
+      openStreams: 200,
+      slowChunks: 10,
+      slowGapMs: 150,
+      profileMs: 1000,
+      configModels: 1000,
+      configChannels: 4,
+      configReloads: 1,
+      limitsOps: 2000,
+      storeOps: 100,
+    }
+  : {
+      concurrency: 32,
+      warmupMs: 3000,
+      throughputMs: 10_000,
+      maxRate: 500,
+      openLoopMs: 10_000,
+      openLoopConnections: 128,
+      streamChunks: 100,
+      streamGapMs: 1,
+      streamConcurrency: 8,
+      streamMs: 8000,
+      longRunRequests: 200_000,
+      // The embedded store settles ~400-700 requests/s here: 200,000 would take 5-8 minutes,
+      // past the 10-minute budget of the whole run; the report says how many were sent.
+      longRunMaxMs: 180_000,
+      longRunSamples: 10,
+      openStreams: 1000,
+      slowChunks: 40,
+      slowGapMs: 250,
+      profileMs: 8000,
+      configModels: 5000,
+      configChannels: 4,
+      configReloads: 3,
+      limitsOps: 20_000,
+      storeOps: 2000,
+    };
+
+const MB = 1024 * 1024;
+const mb = (bytes: number): number => Math.round((bytes / MB) * 10) / 10;
+
+async function pgReachable(): Promise<string | null> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return null;
+  } catch (err) {
+    return `Postgres at ${PG_URL} unreachable: ${err instanceof Error ? err.message : String(err)}`;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function redisReachable(): Promise<string | null> {
+  const probe = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    connectTimeout: 1000,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG' ? null : `Redis at ${REDIS_URL} did not answer PING`;
+  } catch (err) {
+    return `Redis at ${REDIS_URL} unreachable: ${err instanceof Error ? err.message : String(err)}`;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+function log(msg: string): void {
+  process.stderr.write(`[bench] ${msg}\n`);
+}
+
+async function memorySample(
+  child: BenchChild,
+  requests: number,
+  gc: boolean,
+): Promise<MemorySample> {
+  const m = await child.memory(gc);
+  return { requests, rssMB: mb(m.rssBytes), heapUsedMB: mb(m.heapUsedBytes) };
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date().toISOString();
+  const children: BenchChild[] = [];
+  const resultsDir = fileURLToPath(new URL('./results/', import.meta.url));
+  await mkdir(resultsDir, { recursive: true });
+  const stamp = startedAt.replace(/[:.]/g, '-');
+  try {
+    const [pgDown, redisDown] = await Promise.all([pgReachable(), redisReachable()]);
+    const skipped: BenchResults['skipped'] = {};
+    if (pgDown !== null || redisDown !== null)
+      skipped.gatewayPgRedis = [pgDown, redisDown].filter((x) => x !== null).join('; ');
+    if (skipped.gatewayPgRedis !== undefined) {
+      if (process.env.CI)
+        throw new Error(`the benchmark needs Postgres and Redis in CI: ${skipped.gatewayPgRedis}`);
+      console.warn(`[bench] skipping the Postgres+Redis gateway: ${skipped.gatewayPgRedis}`);
+    }
+
+    log('starting upstream, proxy and gateways');
+    const upstreamArgs: UpstreamArgs = {
+      streamChunks: P.streamChunks,
+      streamGapMs: P.streamGapMs,
+      slowChunks: P.slowChunks,
+      slowGapMs: P.slowGapMs,
+    };
+    const upstream = await startChild('upstream', 'upstream', upstreamArgs);
+    children.push(upstream);
+    const gatewayArgs = (pgUrl: string | null, redisUrl: string | null): GatewayArgs => ({
+      upstream: upstream.url,
+      upstreamKey: upstream.key,
+      pgUrl,
+      redisUrl,
+      slowChannels: SLOW_CHANNELS,
+    });
+    const proxyArgs: ProxyArgs = { upstream: upstream.url, key: upstream.key };
+    // The profiled gateway starts now with the others (it idles until its section): --cpu-prof
+    // writes the profile when the process exits; only the load window is summarised.
+    const profileDir = join(outFile !== null ? dirname(outFile) : resultsDir, `profile-${stamp}`);
+    const profiling = startChild('profiled', 'gateway', gatewayArgs(null, null), [
+      '--cpu-prof',
+      `--cpu-prof-dir=${profileDir}`,
+    ]);
+    const started = await Promise.all([
+      profiling,
+      startChild('proxy', 'proxy', proxyArgs),
+      startChild('gateway', 'gateway', gatewayArgs(null, null)),
+      skipped.gatewayPgRedis === undefined
+        ? startChild('gatewayPgRedis', 'gateway', gatewayArgs(PG_URL, REDIS_URL))
+        : null,
+    ]);
+    const [profiled, proxy, gateway, gatewayPg] = started;
+    for (const c of started) if (c !== null) children.push(c);
+
+    const sides: SideId[] = [
+      'direct',
+      'proxy',
+      'gateway',
+      ...(gatewayPg !== null ? (['gatewayPgRedis'] as const) : []),
+    ];
+    const child: Partial<Record<SideId, BenchChild>> = {
+      proxy,
+      gateway,
+      ...(gatewayPg !== null ? { gatewayPgRedis: gatewayPg } : {}),
+    };
+    const target = (side: SideId): Target => {
+      const c = side === 'direct' ? upstream : child[side];
+      if (c === undefined) throw new Error(`no process for ${side}`);
+      return { url: c.url, key: c.key };
+    };
+    const chat = chatBody('bench-chat', false);
+    const streamed = chatBody('bench-stream', true);
+
+    const results: BenchResults = {
+      startedAt,
+      finishedAt: '',
+      quick,
+      machine: {
+        cores: cpus().length,
+        cpuModel: cpus()[0]?.model ?? 'unknown',
+        node: process.version,
+        platform: `${process.platform} ${process.arch}`,
+        totalMemMB: Math.round(totalmem() / MB),
+        loadAvg1m: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+      },
+      params: { ...P, slowChannels: SLOW_CHANNELS, chatBodyBytes: Buffer.byteLength(chat) },
+      skipped,
+      sides,
+      throughput: {},
+      latency: { ratePerSec: 0, results: {} },
+      stream: {},
+      memory: {
+        afterWarmup: {},
+        longRun: { side: 'gateway', requests: P.longRunRequests, samples: [] },
+        openStreams: {},
+      },
+      config: null as unknown as ConfigBenchResult,
+      limits: [],
+      store: [],
+      telemetry: [],
+      profile: {
+        totalMs: 0,
+        busyMs: 0,
+        functions: [],
+        places: [],
+        file: '',
+        side: 'gateway',
+        rps: 0,
+      },
+    };
+
+    // Non-streamed throughput at fixed concurrency, each side warmed up first.
+    for (const side of sides) {
+      log(`throughput: ${side}`);
+      await closedLoop(target(side), {
+        concurrency: P.concurrency,
+        durationMs: P.warmupMs,
+        body: chat,
+      });
+      const c = child[side];
+      if (c !== undefined) results.memory.afterWarmup[side] = await memorySample(c, 0, false);
+      results.throughput[side] = await closedLoop(target(side), {
+        concurrency: P.concurrency,
+        durationMs: P.throughputMs,
+        body: chat,
+      });
+    }
+
+    // Added latency at a rate every side sustains: at most half the slowest side's throughput.
+    const slowest = Math.min(...sides.map((s) => results.throughput[s]?.rps ?? 0));
+    const rate = Math.max(10, Math.min(P.maxRate, Math.floor(slowest / 2 / 10) * 10));
+    results.latency.ratePerSec = rate;
+    for (const side of sides) {
+      log(`open loop at ${rate}/s: ${side}`);
+      await openLoop(target(side), {
+        ratePerSec: rate,
+        durationMs: Math.min(1000, P.warmupMs),
+        body: chat,
+        connections: P.openLoopConnections,
+      });
+      results.latency.results[side] = await openLoop(target(side), {
+        ratePerSec: rate,
+        durationMs: P.openLoopMs,
+        body: chat,
+        connections: P.openLoopConnections,
+      });
+    }
+
+    // Streams: time to first and last token.
+    for (const side of sides) {
+      log(`streams: ${side}`);
+      await streamLoop(target(side), {
+        concurrency: P.streamConcurrency,
+        durationMs: Math.min(1000, P.warmupMs),
+        body: streamed,
+      });
+      results.stream[side] = await streamLoop(target(side), {
+        concurrency: P.streamConcurrency,
+        durationMs: P.streamMs,
+        body: streamed,
+      });
+    }
+
+    // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
+    // up to longRunRequests, or as many as longRunMaxMs allows.
+    log(`long run: up to ${P.longRunRequests} requests through the gateway`);
+    const batch = Math.ceil(P.longRunRequests / P.longRunSamples);
+    const longRun = results.memory.longRun;
+    longRun.samples.push(await memorySample(gateway, 0, true));
+    const runUntil = performance.now() + P.longRunMaxMs;
+    let done = 0;
+    while (done < P.longRunRequests && performance.now() < runUntil) {
+      const r = await closedLoop(target('gateway'), {
+        concurrency: P.concurrency,
+        durationMs: runUntil - performance.now(),
+        body: chat,
+        maxRequests: batch,
+      });
+      done += r.requests + r.errors;
+      if (r.errors > 0) log(`long run: ${r.errors} errors (${r.firstError ?? ''})`);
+      longRun.samples.push(await memorySample(gateway, done, true));
+    }
+    longRun.requests = done;
+
+    // Many slow streams held open at once.
+    const slow = chatBody('bench-slow', true);
+    const slowMs = P.slowChunks * P.slowGapMs;
+    for (const side of ['proxy', 'gateway'] as const) {
+      log(`${P.openStreams} open streams: ${side}`);
+      const c = side === 'proxy' ? proxy : gateway;
+      const before = await memorySample(c, 0, false);
+      const held = holdStreams(target(side), P.openStreams, slow);
+      const openMs = await held.allOpen(slowMs);
+      const opened = held.opened();
+      const open = await memorySample(c, 0, false);
+      const end = await held.finished();
+      const after = await memorySample(c, 0, false);
+      const os: OpenStreamsResult = {
+        streams: P.openStreams,
+        opened,
+        openMs,
+        rssBeforeMB: before.rssMB,
+        rssOpenMB: open.rssMB,
+        rssAfterMB: after.rssMB,
+        ok: end.ok,
+        errors: end.errors,
+        firstError: end.firstError,
+      };
+      results.memory.openStreams[side] = os;
+    }
+
+    // A CPU profile of the gateway during the non-stream throughput section, in its own process.
+    log('cpu profile of the gateway under load');
+    await closedLoop(
+      { url: profiled.url, key: profiled.key },
+      { concurrency: P.concurrency, durationMs: P.warmupMs, body: chat },
+    );
+    const fromUs = (await profiled.memory(false)).monotonicUs;
+    const prof = await closedLoop(
+      { url: profiled.url, key: profiled.key },
+      { concurrency: P.concurrency, durationMs: P.profileMs, body: chat },
+    );
+    const toUs = (await profiled.memory(false)).monotonicUs;
+    await profiled.stop();
+    const profiles = (await readdir(profileDir)).filter((f) => f.endsWith('.cpuprofile'));
+    const profileFile = profiles[0];
+    if (profileFile === undefined) throw new Error(`no .cpuprofile written in ${profileDir}`);
+    results.profile = {
+      ...(await summariseProfileFile(join(profileDir, profileFile), 30, { fromUs, toUs })),
+      file: join(profileDir, profileFile),
+      side: 'gateway',
+      rps: prof.rps,
+    };
+
+    for (const c of children.splice(0).reverse()) await c.stop();
+
+    log(`config: ${P.configModels} models × ${P.configChannels} channels`);
+    const configArgs: ConfigArgs = {
+      models: P.configModels,
+      channelsPerModel: P.configChannels,
+      reloads: P.configReloads,
+    };
+    results.config = (await (
+      await startChild('config', 'config', configArgs)
+    ).result()) as ConfigBenchResult;
+
+    log('limiter cost per call');
+    results.limits = await runLimitsBench({
+      redisUrl: redisDown === null ? REDIS_URL : null,
+      ops: P.limitsOps,
+    });
+    log('store cost per call');
+    results.store = await runStoreBench({
+      pgUrl: pgDown === null ? PG_URL : null,
+      ops: P.storeOps,
+    });
+    log('telemetry cost per request');
+    results.telemetry = await runTelemetryBench({ quick });
+
+    results.finishedAt = new Date().toISOString();
+    const file = outFile ?? join(resultsDir, `bench-${stamp}${quick ? '-quick' : ''}.json`);
+    await writeFile(file, JSON.stringify(results, null, 2) + '\n');
+    printReport(results);
+    console.log(`\nraw results: ${file}`);
+  } finally {
+    for (const c of children.reverse()) await c.stop().catch(() => undefined);
+  }
+}
+
+await main();

@@ -1,0 +1,76 @@
+// `npm run bench:quick` end to end: every section of the benchmark runs and leaves a number in the
+// results JSON. Speed is never asserted here (it lives in bench/ and docs/performance.md).
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { BenchResults, SideId } from '../../bench/report.ts';
+
+const RUN = fileURLToPath(new URL('../../bench/run.ts', import.meta.url));
+
+function runQuick(out: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [RUN, '--quick', '--out', out], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+const dir = await mkdtemp(join(tmpdir(), 'switchyard-bench-test-'));
+afterAll(() => rm(dir, { recursive: true, force: true }));
+
+describe('npm run bench:quick', () => {
+  it('measures every section and writes the results JSON', { timeout: 120_000 }, async () => {
+    const out = join(dir, 'quick.json');
+    const run = await runQuick(out);
+    expect(run.code, run.output.slice(-3000)).toBe(0);
+    const r = JSON.parse(await readFile(out, 'utf8')) as BenchResults;
+
+    expect(r.machine.cores).toBeGreaterThan(0);
+    expect(r.machine.node).toMatch(/^v\d+/);
+    const gatewaySides: SideId[] = ['gateway', 'gatewayPgRedis'];
+    if (r.skipped.gatewayPgRedis !== undefined) {
+      console.warn(`[bench] the Postgres+Redis gateway was skipped: ${r.skipped.gatewayPgRedis}`);
+    }
+    const sides = r.sides;
+    expect(sides).toEqual(expect.arrayContaining(['direct', 'proxy', 'gateway']));
+    for (const side of sides) {
+      expect(r.throughput[side]?.rps, side).toBeGreaterThan(0);
+      expect(r.latency.results[side]?.latency.p50, side).toBeGreaterThan(0);
+      expect(r.latency.results[side]?.latency.p99, side).toBeGreaterThan(0);
+      expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
+      expect(r.stream[side]?.ttlt.p50, side).toBeGreaterThan(0);
+      if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
+    }
+    for (const side of gatewaySides.filter((s) => sides.includes(s))) {
+      // A gateway that answered errors would still have a rate: every request must succeed.
+      expect(r.throughput[side]?.errors, side).toBe(0);
+      expect(r.stream[side]?.errors, side).toBe(0);
+    }
+    expect(r.latency.ratePerSec).toBeGreaterThan(0);
+    expect(r.memory.longRun.samples.length).toBeGreaterThan(1);
+    for (const s of r.memory.longRun.samples) expect(s.heapUsedMB).toBeGreaterThan(0);
+    for (const side of ['proxy', 'gateway'] as const) {
+      const os = r.memory.openStreams[side];
+      expect(os?.opened, side).toBe(os?.streams);
+      expect(os?.rssOpenMB, side).toBeGreaterThan(0);
+    }
+    expect(r.config.compileColdMs).toBeGreaterThan(0);
+    expect(r.config.tableHeapBytes).toBeGreaterThan(0);
+    expect(r.config.firstReload.maxDelayMs).toBeGreaterThan(0);
+    expect(r.limits.length).toBeGreaterThan(0);
+    for (const row of r.limits) expect(row.opsPerSec).toBeGreaterThan(0);
+    expect(r.store.length).toBeGreaterThan(0);
+    for (const row of r.store) expect(row.opsPerSec).toBeGreaterThan(0);
+    expect(r.telemetry.length).toBeGreaterThan(0);
+    for (const row of r.telemetry) expect(row.nsPerOp).toBeGreaterThan(0);
+    expect(r.profile.busyMs).toBeGreaterThan(0);
+    expect(r.profile.functions.length).toBeGreaterThan(0);
+  });
+});
