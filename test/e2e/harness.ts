@@ -108,6 +108,43 @@ export const E2E_CONFIG = (mockUrl: string): Record<string, string> => ({
 `,
 });
 
+/**
+ * E2E_CONFIG plus a model limited to 7 RPM (`rpm7`) and a model (`cap3-model`) whose only channel,
+ * `capChannel`, has capacity 3: the protection-layer suites share it.
+ */
+export function limitsConfig(mockUrl: string, capChannel: string): Record<string, string> {
+  const base = E2E_CONFIG(mockUrl);
+  return {
+    ...base,
+    'channels.yaml': `${base['channels.yaml']}  - id: ${capChannel}
+    protocol: openai
+    base_url: ${mockUrl}/v1
+    api_keys: ["\${E2E_MOCK_KEY}"]
+    capacity: 3
+    timeouts: { connect_ms: 1000, first_byte_ms: 5000, total_ms: 10000 }
+`,
+    'models.yaml': `${base['models.yaml']}  - name: rpm7
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: oa-main, upstream_model: rpm7-up }]
+  - name: cap3-model
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: ${capChannel}, upstream_model: cap3-up }]
+`,
+    'prices.yaml': `${base['prices.yaml']}  - { model: rpm7, input: 1, output: 1 }
+  - { model: cap3-model, input: 1, output: 1 }
+`,
+    'limits.yaml': `limits:
+  rpm:
+    scope: account
+    models: { limited: 2, rpm7: 7 }
+`,
+  };
+}
+
 export interface Harness {
   mock: MockUpstream;
   gateway: Gateway;

@@ -1,40 +1,10 @@
 // The RPM and channel-capacity layers are exact through a running gateway: K of N concurrent
 // requests pass, the rest are refused before any upstream call and leave no reservation behind.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { E2E_CONFIG, startHarness, type Harness } from './harness.ts';
+import { limitsConfig, startHarness, type Harness } from './harness.ts';
 
-/** E2E_CONFIG plus a model limited to 7 RPM and a model whose only channel has capacity 3. */
 function files(mockUrl: string): Record<string, string> {
-  const base = E2E_CONFIG(mockUrl);
-  return {
-    ...base,
-    'channels.yaml': `${base['channels.yaml']}  - id: cap3
-    protocol: openai
-    base_url: ${mockUrl}/v1
-    api_keys: ["\${E2E_MOCK_KEY}"]
-    capacity: 3
-    timeouts: { connect_ms: 1000, first_byte_ms: 5000, total_ms: 10000 }
-`,
-    'models.yaml': `${base['models.yaml']}  - name: rpm7
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: oa-main, upstream_model: rpm7-up }]
-  - name: cap3-model
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: cap3, upstream_model: cap3-up }]
-`,
-    'prices.yaml': `${base['prices.yaml']}  - { model: rpm7, input: 1, output: 1 }
-  - { model: cap3-model, input: 1, output: 1 }
-`,
-    'limits.yaml': `limits:
-  rpm:
-    scope: account
-    models: { limited: 2, rpm7: 7 }
-`,
-  };
+  return limitsConfig(mockUrl, 'cap3');
 }
 
 interface Answer {

@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
 import type { GatewayLimiter } from '../../src/limits/resilient-limiter.ts';
-import { E2E_CONFIG, e2eStore, startHarness, type Harness } from './harness.ts';
+import { e2eStore, limitsConfig, startHarness, type Harness } from './harness.ts';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const PREFIX = `sy-e2e-${randomBytes(4).toString('hex')}:`;
@@ -37,38 +37,8 @@ if (!redisUp) {
   );
 }
 
-/** E2E_CONFIG plus a model limited to 7 RPM and a model whose only channel has capacity 3. */
 function files(mockUrl: string): Record<string, string> {
-  const base = E2E_CONFIG(mockUrl);
-  return {
-    ...base,
-    'channels.yaml': `${base['channels.yaml']}  - id: shared3
-    protocol: openai
-    base_url: ${mockUrl}/v1
-    api_keys: ["\${E2E_MOCK_KEY}"]
-    capacity: 3
-    timeouts: { connect_ms: 1000, first_byte_ms: 5000, total_ms: 10000 }
-`,
-    'models.yaml': `${base['models.yaml']}  - name: rpm7
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: oa-main, upstream_model: rpm7-up }]
-  - name: cap3-model
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: shared3, upstream_model: cap3-up }]
-`,
-    'prices.yaml': `${base['prices.yaml']}  - { model: rpm7, input: 1, output: 1 }
-  - { model: cap3-model, input: 1, output: 1 }
-`,
-    'limits.yaml': `limits:
-  rpm:
-    scope: account
-    models: { limited: 2, rpm7: 7 }
-`,
-  };
+  return limitsConfig(mockUrl, 'shared3');
 }
 
 interface Answer {
