@@ -80,6 +80,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     (await openStore({
       url: g.store.url,
       dataDir: g.store.dataDir,
+      leases: true,
       ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
     }));
   const ownsLimiter = opts.limiter === undefined || opts.limiter === null;

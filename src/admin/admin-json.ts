@@ -13,6 +13,7 @@ export function accountJson(a: Account): object {
     name: a.name,
     balance: nanoToYuan(a.balanceNano),
     reserved: nanoToYuan(a.reservedNano),
+    leased: nanoToYuan(a.leasedNano),
     available: nanoToYuan(available > 0n ? available : 0n),
     realname_verified: a.realnameVerified,
     status: a.status,

@@ -21,5 +21,6 @@ export async function openStore(options: OpenStoreOptions): Promise<SqlStore> {
   const storeOptions: SqlStoreOptions = { ownsDriver: true };
   if (options.instanceId !== undefined) storeOptions.instanceId = options.instanceId;
   if (options.heartbeatMs !== undefined) storeOptions.heartbeatMs = options.heartbeatMs;
+  if (options.leases !== undefined) storeOptions.leases = options.leases;
   return SqlStore.open(driver, storeOptions);
 }

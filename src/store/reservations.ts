@@ -175,9 +175,11 @@ const RESOLVE_SQL = `
 WITH r AS (
   DELETE FROM reservations
    WHERE request_id IN (SELECT jsonb_array_elements_text($1::jsonb))
-  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano
+  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano, leased
 ), s AS (
-  SELECT account_id, sum(amount_nano)::int8 AS total FROM r GROUP BY account_id
+  -- A leased reservation's amount is inside its lease, which is returned on its own.
+  SELECT account_id, sum(amount_nano)::int8 AS total FROM r
+   WHERE NOT leased GROUP BY account_id
 ), a AS (
   UPDATE accounts SET reserved_nano = accounts.reserved_nano - s.total
     FROM s WHERE accounts.id = s.account_id
@@ -210,6 +212,53 @@ async function recoverBatch(driver: Driver, instanceId: string, staleMs: number)
   });
 }
 
+// Leases of instances silent for staleMs or gone go back to their accounts whole: what they held
+// for open requests is resolved above as 'recovered' rows, and unwritten charges are lost (the
+// bounded loss of docs/decisions/0013).
+const DEAD_LEASES_SQL = `
+SELECT l.holder_id, l.account_id FROM leases l
+  LEFT JOIN instances i ON i.id = l.instance_id
+ WHERE l.instance_id <> $1
+   AND (i.id IS NULL OR i.heartbeat_at < now() - $2::int8 * interval '1 millisecond')
+ LIMIT ${RECOVERY_BATCH}
+   FOR UPDATE OF l SKIP LOCKED`;
+
+const RETURN_LEASES_SQL = `
+WITH d AS (
+  DELETE FROM leases
+   WHERE (holder_id, account_id) IN (
+     SELECT x->>0, x->>1 FROM jsonb_array_elements($1::jsonb) AS x)
+  RETURNING account_id, amount_nano
+), s AS (
+  SELECT account_id, sum(amount_nano)::int8 AS total FROM d GROUP BY account_id
+)
+UPDATE accounts SET reserved_nano = accounts.reserved_nano - s.total
+  FROM s WHERE accounts.id = s.account_id`;
+
+async function recoverLeaseBatch(
+  driver: Driver,
+  instanceId: string,
+  staleMs: number,
+): Promise<number> {
+  return driver.transaction(async (tx) => {
+    const dead = await tx.query<{ holder_id: string; account_id: string }>(DEAD_LEASES_SQL, [
+      instanceId,
+      BigInt(staleMs),
+    ]);
+    if (dead.length === 0) return 0;
+    const accounts = [...new Set(dead.map((d) => d.account_id))];
+    await tx.query(
+      `SELECT id FROM accounts WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb))
+        ORDER BY id FOR UPDATE`,
+      [JSON.stringify(accounts)],
+    );
+    await tx.query(RETURN_LEASES_SQL, [
+      JSON.stringify(dead.map((d) => [d.holder_id, d.account_id])),
+    ]);
+    return dead.length;
+  });
+}
+
 export async function recoverDeadInstances(
   driver: Driver,
   instanceId: string,
@@ -224,12 +273,15 @@ export async function recoverDeadInstances(
     total += n;
     if (n < RECOVERY_BATCH) break;
   }
+  // After the reservations, so a lease is never returned while its open requests still wait.
+  while ((await recoverLeaseBatch(driver, instanceId, staleMs)) === RECOVERY_BATCH);
   // Dead instances with nothing left to recover are forgotten; a live one that was only paused
   // re-registers with its next heartbeat.
   await driver.query(
     `DELETE FROM instances i
       WHERE i.id <> $1 AND i.heartbeat_at < now() - $2::int8 * interval '1 millisecond'
-        AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.instance_id = i.id)`,
+        AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.instance_id = i.id)
+        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.instance_id = i.id)`,
     [instanceId, BigInt(staleMs)],
   );
   return total;

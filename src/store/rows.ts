@@ -18,6 +18,7 @@ export interface AccountRow {
   name: string;
   balance_nano: bigint;
   reserved_nano: bigint;
+  leased_nano: bigint;
   realname_verified: boolean;
   status: AccountStatus;
   created_at: Date;
@@ -72,8 +73,13 @@ export interface UsageRow {
   created_at: Date;
 }
 
-export const ACCOUNT_COLUMNS =
-  'id, name, balance_nano, reserved_nano, realname_verified, status, created_at, updated_at';
+// reserved_nano holds open reservations and whole leases; the part of the leases not written down
+// as open requests is the leases' slack, shown apart (leased) so `reserved` means open requests.
+const LEASE_SLACK = `(coalesce((SELECT sum(l.amount_nano) FROM leases l WHERE l.account_id = accounts.id), 0)
+  - coalesce((SELECT sum(r.amount_nano) FROM reservations r
+               WHERE r.account_id = accounts.id AND r.leased), 0))::int8`;
+export const ACCOUNT_COLUMNS = `id, name, balance_nano, reserved_nano, ${LEASE_SLACK} AS leased_nano,
+  realname_verified, status, created_at, updated_at`;
 export const API_KEY_COLUMNS =
   'id, account_id, name, key_prefix, allowed_models, status, expires_at, created_at, updated_at';
 export const LEDGER_COLUMNS =
@@ -84,7 +90,8 @@ export function toAccount(r: AccountRow): Account {
     id: r.id,
     name: r.name,
     balanceNano: r.balance_nano,
-    reservedNano: r.reserved_nano,
+    reservedNano: r.reserved_nano - r.leased_nano,
+    leasedNano: r.leased_nano,
     realnameVerified: r.realname_verified,
     status: r.status,
     createdAt: r.created_at,

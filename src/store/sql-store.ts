@@ -5,6 +5,8 @@ import { hostname } from 'node:os';
 import type { Nano } from '../billing/money.ts';
 import * as accounts from './accounts.ts';
 import * as keys from './api-keys.ts';
+import type { LeaseBookOptions } from './lease-book.ts';
+import { LeaseBook } from './lease-book.ts';
 import * as changes from './change-log.ts';
 import type { Driver } from './driver.ts';
 import { randomBase62 } from './ids.ts';
@@ -45,6 +47,12 @@ export interface SqlStoreOptions {
   heartbeatMs?: number;
   /** False when another store shares this driver (tests: two instances on one PGlite). */
   ownsDriver?: boolean;
+  /**
+   * Admit from balance leases in memory and write outcomes behind in group commits
+   * (docs/decisions/0013). Off: every reserve and settle is its own statement (decision 0003).
+   * The gateway turns it on; CLI commands, which never reserve, leave it off.
+   */
+  leases?: boolean | LeaseBookOptions;
 }
 
 export class SqlStore implements Store {
@@ -55,6 +63,8 @@ export class SqlStore implements Store {
   private readonly heartbeatMs: number;
   private timer: NodeJS.Timeout | null;
   private closed: boolean;
+  /** The lease book when leases are on; null = one statement per reserve and settle. */
+  readonly book: LeaseBook | null;
 
   private constructor(driver: Driver, options: SqlStoreOptions) {
     this.backend = driver.kind;
@@ -64,6 +74,16 @@ export class SqlStore implements Store {
     this.heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
     this.timer = null;
     this.closed = false;
+    const leases = options.leases ?? false;
+    this.book =
+      leases === false
+        ? null
+        : new LeaseBook(driver, this.instanceId, leases === true ? {} : leases);
+  }
+
+  /** Reads see every outcome settled before them: the book writes what it holds first. */
+  private async written(): Promise<void> {
+    if (this.book !== null) await this.book.flush();
   }
 
   /** Migrates, registers the instance and starts the heartbeat. */
@@ -110,6 +130,12 @@ export class SqlStore implements Store {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
     try {
+      await this.book?.close();
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      console.warn(`[store] final write of the lease book failed: ${reason}`);
+    }
+    try {
       await reservations.unregisterInstance(this.driver, this.instanceId);
     } finally {
       if (this.ownsDriver) await this.driver.close();
@@ -119,24 +145,32 @@ export class SqlStore implements Store {
   createAccount(input: { name: string; realnameVerified?: boolean }): Promise<Account> {
     return accounts.createAccount(this.driver, input);
   }
-  getAccount(id: string): Promise<Account | null> {
+  async getAccount(id: string): Promise<Account | null> {
+    await this.written();
     return accounts.getAccount(this.driver, id);
   }
-  listAccounts(): Promise<Account[]> {
+  async listAccounts(): Promise<Account[]> {
+    await this.written();
     return accounts.listAccounts(this.driver);
   }
-  setAccountStatus(id: string, status: AccountStatus): Promise<Account> {
-    return accounts.setAccountStatus(this.driver, id, status);
+  async setAccountStatus(id: string, status: AccountStatus): Promise<Account> {
+    const account = await accounts.setAccountStatus(this.driver, id, status);
+    if (this.book === null || status !== 'disabled') return account;
+    // Nothing more is admitted from this process's lease; its slack goes back to the account.
+    await this.book.accountDisabled(id);
+    return (await accounts.getAccount(this.driver, id)) ?? account;
   }
   setAccountRealname(id: string, verified: boolean): Promise<Account> {
     return accounts.setAccountRealname(this.driver, id, verified);
   }
-  adjustBalance(
+  async adjustBalance(
     accountId: string,
     amountNano: Nano,
     kind: 'topup' | 'adjust',
     reason: string,
   ): Promise<LedgerEntry> {
+    // Money leased by this process is still the account's: give it back before taking any.
+    if (amountNano < 0n) await this.book?.returnSlack(accountId);
     return accounts.adjustBalance(this.driver, accountId, amountNano, kind, reason);
   }
 
@@ -157,12 +191,15 @@ export class SqlStore implements Store {
   }
 
   reserve(input: ReserveInput): Promise<ReserveResult> {
+    if (this.book !== null) return this.book.reserve(input);
     return reservations.reserve(this.driver, this.instanceId, input);
   }
   settle(requestId: string, outcome: SettleOutcome): Promise<SettleResult> {
+    if (this.book !== null) return this.book.settle(requestId, outcome);
     return reservations.settle(this.driver, requestId, outcome);
   }
   release(requestId: string): Promise<'released' | 'duplicate'> {
+    if (this.book !== null) return this.book.release(requestId);
     return reservations.release(this.driver, requestId);
   }
   heartbeat(): Promise<void> {
@@ -179,13 +216,16 @@ export class SqlStore implements Store {
     return changes.changesSince(this.driver, seq);
   }
 
-  getUsage(requestId: string): Promise<UsageRecord | null> {
+  async getUsage(requestId: string): Promise<UsageRecord | null> {
+    await this.written();
     return usage.getUsage(this.driver, requestId);
   }
-  listUsage(filter: UsageFilter): Promise<UsageRecord[]> {
+  async listUsage(filter: UsageFilter): Promise<UsageRecord[]> {
+    await this.written();
     return usage.listUsage(this.driver, filter);
   }
-  statement(accountId: string, from: Date, to: Date): Promise<Statement> {
+  async statement(accountId: string, from: Date, to: Date): Promise<Statement> {
+    await this.written();
     return usage.statement(this.driver, accountId, from, to);
   }
 }

@@ -14,8 +14,15 @@ export interface Account {
   id: string;
   name: string;
   balanceNano: Nano;
-  /** Sum of open reservations; available = balanceNano - reservedNano, never below 0. */
+  /** Held for open requests (reservations, leased or not); never below 0. */
   reservedNano: Nano;
+  /**
+   * The part of the available balance (balanceNano - reservedNano) that gateway instances hold
+   * as balance leases beyond their open requests (docs/decisions/0013): they admit from it
+   * without a database round trip and return it when the lease goes idle. Still the account's
+   * to spend; only a negative adjustment must wait for it.
+   */
+  leasedNano: Nano;
   realnameVerified: boolean;
   status: AccountStatus;
   createdAt: Date;

@@ -160,6 +160,7 @@ describe('accounts', () => {
       name: 'Acme Research',
       balance: '0',
       reserved: '0',
+      leased: '0',
       available: '0',
       realname_verified: true,
       status: 'active',

@@ -167,7 +167,8 @@ let sharedStore: Promise<SqlStore> | null = null;
 
 /** One in-memory PGlite per test file (it takes ~2 s to start). */
 export function e2eStore(): Promise<SqlStore> {
-  sharedStore ??= openStore({ url: null, dataDir: null, heartbeatMs: 0 });
+  // With the lease book on, as the gateway opens its own store.
+  sharedStore ??= openStore({ url: null, dataDir: null, heartbeatMs: 0, leases: true });
   return sharedStore;
 }
 

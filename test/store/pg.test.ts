@@ -7,7 +7,9 @@ import { describe, it } from 'vitest';
 import { randomBase62 } from '../../src/store/ids.ts';
 import { openStore } from '../../src/store/open-store.ts';
 import type { SqlStore } from '../../src/store/sql-store.ts';
+import type { StoreHarness } from './conformance.ts';
 import { describeStoreConformance } from './conformance.ts';
+import { describeLeaseConformance } from './lease-conformance.ts';
 
 const BASE_URL = process.env.SWITCHYARD_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -39,28 +41,38 @@ const unreachable = await reachable();
 if (unreachable === null) {
   const schemas: string[] = [];
   const stores: SqlStore[] = [];
-  describeStoreConformance('Postgres', {
-    async createDatabase() {
-      const schema = `sy_test_${randomBase62(10).toLowerCase()}`;
-      await admin((c) => c.query(`CREATE SCHEMA ${schema}`));
-      schemas.push(schema);
-      const url = `${BASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
-      return {
-        async open() {
-          const store = await openStore({ url, dataDir: null, heartbeatMs: 0 });
-          stores.push(store);
-          return store;
-        },
-      };
-    },
-    async dispose() {
-      for (const store of stores.splice(0)) await store.close();
-      const dropped = schemas.splice(0);
-      await admin(async (c) => {
-        for (const schema of dropped) await c.query(`DROP SCHEMA ${schema} CASCADE`);
-      });
-    },
-  });
+  // Once with one statement per reserve and settle, once with the gateway's lease book.
+  for (const leases of [false, true]) {
+    const harness: StoreHarness = {
+      async createDatabase() {
+        const schema = `sy_test_${randomBase62(10).toLowerCase()}`;
+        await admin((c) => c.query(`CREATE SCHEMA ${schema}`));
+        schemas.push(schema);
+        const url = `${BASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+        return {
+          async open(override) {
+            const store = await openStore({
+              url,
+              dataDir: null,
+              heartbeatMs: 0,
+              leases: override ?? leases,
+            });
+            stores.push(store);
+            return store;
+          },
+        };
+      },
+      async dispose() {
+        for (const store of stores.splice(0)) await store.close();
+        const dropped = schemas.splice(0);
+        await admin(async (c) => {
+          for (const schema of dropped) await c.query(`DROP SCHEMA ${schema} CASCADE`);
+        });
+      },
+    };
+    describeStoreConformance(`Postgres${leases ? ', leases' : ''}`, harness);
+    if (leases) describeLeaseConformance('Postgres', harness);
+  }
 } else if (process.env.CI) {
   describe('store (Postgres)', () => {
     it('needs a reachable Postgres under CI', () => {

@@ -4,25 +4,36 @@
 import type { Driver } from '../../src/store/driver.ts';
 import { createPgliteDriver } from '../../src/store/pglite-driver.ts';
 import { SqlStore } from '../../src/store/sql-store.ts';
+import type { StoreHarness } from './conformance.ts';
 import { describeStoreConformance } from './conformance.ts';
+import { describeLeaseConformance } from './lease-conformance.ts';
 
 const drivers: Driver[] = [];
 const stores: SqlStore[] = [];
 
-describeStoreConformance('embedded PGlite', {
-  async createDatabase() {
-    const driver = await createPgliteDriver(null);
-    drivers.push(driver);
-    return {
-      async open() {
-        const store = await SqlStore.open(driver, { heartbeatMs: 0, ownsDriver: false });
-        stores.push(store);
-        return store;
-      },
-    };
-  },
-  async dispose() {
-    for (const store of stores.splice(0)) await store.close();
-    for (const driver of drivers.splice(0)) await driver.close();
-  },
-});
+// Once with one statement per reserve and settle, once with the gateway's lease book.
+for (const leases of [false, true]) {
+  const harness: StoreHarness = {
+    async createDatabase() {
+      const driver = await createPgliteDriver(null);
+      drivers.push(driver);
+      return {
+        async open(override) {
+          const store = await SqlStore.open(driver, {
+            heartbeatMs: 0,
+            ownsDriver: false,
+            leases: override ?? leases,
+          });
+          stores.push(store);
+          return store;
+        },
+      };
+    },
+    async dispose() {
+      for (const store of stores.splice(0)) await store.close();
+      for (const driver of drivers.splice(0)) await driver.close();
+    },
+  };
+  describeStoreConformance(`embedded PGlite${leases ? ', leases' : ''}`, harness);
+  if (leases) describeLeaseConformance('embedded PGlite', harness);
+}

@@ -1,0 +1,244 @@
+// What the lease book promises beyond the store contract (docs/decisions/0013-balance-leases.md),
+// run on both backends: no round trip per admission while a lease covers it, outcomes written in
+// group commits, several holders never admitting more than the balance together, slack that goes
+// back, open requests written down for recovery, and a paused holder never charging twice.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Driver } from '../../src/store/driver.ts';
+import type { SqlStore } from '../../src/store/sql-store.ts';
+import type { Account, ApiKey } from '../../src/store/store.ts';
+import type { StoreDatabase, StoreHarness } from './conformance.ts';
+import { outcome, requestId, YUAN } from './conformance.ts';
+
+/** Counts what reaches the database through a store's driver (the book shares the object). */
+function countCalls(driver: Driver): { queries: number; transactions: number; fail: number } {
+  const counts = { queries: 0, transactions: 0, fail: 0 };
+  const query = driver.query.bind(driver);
+  const transaction = driver.transaction.bind(driver);
+  const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
+  d.query = (text, params) => {
+    counts.queries++;
+    if (counts.fail > 0) {
+      counts.fail--;
+      return Promise.reject(new Error('connection lost (test)'));
+    }
+    return query(text, params);
+  };
+  d.transaction = (fn) => {
+    counts.transactions++;
+    if (counts.fail > 0) {
+      counts.fail--;
+      return Promise.reject(new Error('connection lost (test)'));
+    }
+    return transaction(fn);
+  };
+  return counts;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export function describeLeaseConformance(backend: string, harness: StoreHarness): void {
+  describe(`lease book (${backend})`, () => {
+    let db: StoreDatabase;
+    let admin: SqlStore;
+
+    beforeAll(async () => {
+      db = await harness.createDatabase();
+      admin = await db.open(false);
+    });
+    afterAll(async () => {
+      await harness.dispose();
+    });
+
+    async function funded(nano: bigint): Promise<{ account: Account; key: ApiKey }> {
+      const account = await admin.createAccount({ name: 'lease' });
+      if (nano > 0n) await admin.adjustBalance(account.id, nano, 'topup', 'test funds');
+      const { record } = await admin.createKey({
+        accountId: account.id,
+        name: 'k',
+        allowedModels: null,
+        expiresAt: null,
+      });
+      return { account, key: record };
+    }
+
+    function reserve(
+      on: SqlStore,
+      account: Account,
+      key: ApiKey,
+      amountNano: bigint,
+    ): Promise<{ id: string; result: string }> {
+      const id = requestId();
+      return on
+        .reserve({
+          requestId: id,
+          accountId: account.id,
+          keyId: key.id,
+          model: 'deepseek-chat',
+          endpoint: 'chat_completions',
+          amountNano,
+        })
+        .then((result) => ({ id, result }));
+    }
+
+    it('admits from the lease without a database round trip once it is granted', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open(true);
+      const calls = countCalls(store.driver);
+      expect((await reserve(store, account, key, 1000n)).result).toBe('ok');
+      const afterFirst = calls.queries + calls.transactions;
+      expect(afterFirst).toBe(1); // one statement grew the lease
+      const more = await Promise.all(
+        Array.from({ length: 10 }, () => reserve(store, account, key, 1000n)),
+      );
+      expect(more.every((r) => r.result === 'ok')).toBe(true);
+      expect(calls.queries + calls.transactions).toBe(afterFirst);
+    });
+
+    it('writes many settlements in a few transactions, each charged exactly once', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open(true);
+      const held = await Promise.all(
+        Array.from({ length: 100 }, () => reserve(store, account, key, 10_000n)),
+      );
+      const calls = countCalls(store.driver);
+      const results = await Promise.all(
+        held.map((h, i) => store.settle(h.id, outcome(BigInt(1000 + i)))),
+      );
+      expect(results.every((r) => r.result === 'settled')).toBe(true);
+      // One statement per write (plus BEGIN/lock/COMMIT on Postgres), a few writes in all.
+      expect(calls.queries + calls.transactions).toBeLessThanOrEqual(8);
+      const charged = results.reduce((s, r) => s + (r.result === 'settled' ? r.costNano : 0n), 0n);
+      expect(charged).toBe(100n * 1000n + 4950n);
+      const after = await admin.getAccount(account.id);
+      expect(after?.balanceNano).toBe(YUAN - charged);
+      const st = await admin.statement(account.id, new Date(0), new Date(Date.now() + 60_000));
+      expect(st.usageNano).toBe(charged);
+      expect(st.closingNano).toBe(after?.balanceNano);
+      // Each row's balance_after follows the ledger's order: the chain never breaks.
+      let balance = st.openingNano;
+      for (const row of st.rows) {
+        balance += row.amountNano;
+        expect(row.balanceAfterNano).toBe(balance);
+      }
+    });
+
+    it('two holders on one account never admit more than the balance together', async () => {
+      const { account, key } = await funded(50_000n);
+      const [a, b] = [await db.open(true), await db.open(true)];
+      const results = await Promise.all(
+        Array.from({ length: 120 }, (_, i) => reserve(i % 2 === 0 ? a : b, account, key, 1000n)),
+      );
+      const admitted = results.filter((r) => r.result === 'ok').length;
+      expect(admitted).toBeLessThanOrEqual(50);
+      expect(admitted).toBeGreaterThan(0);
+      const view = await admin.getAccount(account.id);
+      expect(view!.balanceNano - view!.reservedNano - view!.leasedNano >= 0n).toBe(true);
+    });
+
+    it('gives idle slack back, and a negative adjustment takes the slack first', async () => {
+      const { account, key } = await funded(YUAN);
+      const idle = await db.open({ idleReturnMs: 30 });
+      const h = await reserve(idle, account, key, 1000n);
+      await idle.settle(h.id, outcome(400n));
+      expect((await admin.getAccount(account.id))?.leasedNano).not.toBe(0n);
+      for (let i = 0; i < 100 && (await admin.getAccount(account.id))?.leasedNano !== 0n; i++)
+        await sleep(20);
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 400n,
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+
+      const busy = await db.open(true);
+      const h2 = await reserve(busy, account, key, 1000n);
+      await busy.settle(h2.id, outcome(600n));
+      // Everything that is left, through the holder of the lease: its slack goes back first.
+      await busy.adjustBalance(account.id, -(YUAN - 1000n), 'adjust', 'refund');
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: 0n,
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+    });
+
+    it('writes an open request down within its window, so recovery can resolve it', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open({ writeOpenAfterMs: 10 });
+      const h = await reserve(store, account, key, 5000n);
+      let rows: { leased: boolean }[] = [];
+      for (let i = 0; i < 100 && rows.length === 0; i++) {
+        await sleep(10);
+        rows = await admin.driver.query<{ leased: boolean }>(
+          'SELECT leased FROM reservations WHERE request_id = $1',
+          [h.id],
+        );
+      }
+      expect(rows).toEqual([{ leased: true }]);
+      expect((await admin.getAccount(account.id))?.reservedNano).toBe(5000n);
+    });
+
+    it('a paused holder whose lease was recovered never charges twice', async () => {
+      const { account, key } = await funded(YUAN);
+      const paused = await db.open(true);
+      const written = await reserve(paused, account, key, 2000n);
+      await paused.book?.flush();
+      await admin.driver.query(
+        `UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`,
+        [paused.instanceId],
+      );
+      expect(await admin.recoverDeadInstances(60_000)).toBe(1);
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN,
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+      // It wakes up: the request already has its outcome, and new ones lease afresh.
+      expect(await paused.settle(written.id, outcome(1500n))).toEqual({ result: 'duplicate' });
+      await paused.heartbeat();
+      const fresh = await reserve(paused, account, key, 2000n);
+      expect(fresh.result).toBe('ok');
+      expect(await paused.settle(fresh.id, outcome(700n))).toMatchObject({ costNano: 700n });
+      const after = await admin.getAccount(account.id);
+      expect(after?.balanceNano).toBe(YUAN - 700n);
+      const usage = await admin.listUsage({ accountId: account.id });
+      expect(usage.map((u) => [u.status, u.costNano]).sort()).toEqual([
+        ['ok', 700n],
+        ['recovered', 0n],
+      ]);
+    });
+
+    it('keeps outcomes through a failed write and writes them once the database answers', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open(true);
+      const h = await reserve(store, account, key, 1000n);
+      const calls = countCalls(store.driver);
+      calls.fail = 2;
+      const settled = await store.settle(h.id, outcome(321n));
+      expect(settled).toMatchObject({ result: 'settled', costNano: 321n });
+      expect(calls.queries + calls.transactions).toBeGreaterThanOrEqual(3);
+      expect((await admin.getUsage(h.id))?.costNano).toBe(321n);
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 321n);
+    });
+
+    it('a closing holder writes what is open and gives its slack back', async () => {
+      const { account, key } = await funded(YUAN);
+      const leaving = await db.open(true);
+      const done = await reserve(leaving, account, key, 1000n);
+      const open = await reserve(leaving, account, key, 3000n);
+      await leaving.settle(done.id, outcome(100n));
+      await leaving.close();
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 100n,
+        reservedNano: 3000n,
+        leasedNano: 0n,
+      });
+      expect(await admin.recoverDeadInstances(60_000)).toBe(1);
+      expect((await admin.getUsage(open.id))?.status).toBe('recovered');
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+    });
+  });
+}
