@@ -3,7 +3,7 @@
 // one keeps serving and the error is kept for /health, the log and the reload metric.
 import { Worker } from 'node:worker_threads';
 import { watch, type FSWatcher } from 'chokidar';
-import { deepFreeze, type CompileResult } from './compile.ts';
+import { deepFreezeInSlices, type CompileResult } from './compile.ts';
 import { formatDiagnostic, sortDiagnostics, type Diagnostic } from './diagnostics.ts';
 import type { RoutingTable } from '../table/types.ts';
 
@@ -110,8 +110,9 @@ export class TableHolder {
       this.events.onFailure?.(message, diagnostics);
       return false;
     }
+    const table = await deepFreezeInSlices(result.table);
     const previous = this.current;
-    this.current = deepFreeze(result.table);
+    this.current = table;
     this.status.version = result.table.version;
     this.status.lastReloadOk = true;
     this.status.lastError = null;

@@ -69,6 +69,10 @@ describe('hot reload', () => {
     expect(afterGood.config.reloads.success).toBe(1);
     const v2 = afterGood.config.version;
     expect(h.gateway.tables.current.models.get('plain')?.prices[0]?.outputNano).toBe(6000n);
+    // Frozen in slices between requests, and wholly frozen before it was swapped in.
+    const swapped = h.gateway.tables.current.models.get('plain');
+    expect(Object.isFrozen(swapped)).toBe(true);
+    expect(Object.isFrozen(swapped?.prices[0])).toBe(true);
 
     await writeFile(
       pricesPath,
