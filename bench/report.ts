@@ -256,11 +256,12 @@ export function goals(r: BenchResults): GoalCheck[] {
       met: heapGrowth < first.heapUsedMB * 0.1,
     });
   }
-  const os = r.memory.openStreams.gateway;
-  if (os !== undefined) {
+  for (const side of ['gateway', 'gatewayPgRedis'] as const) {
+    const os = r.memory.openStreams[side];
+    if (os === undefined) continue;
     out.push({
       goal: `${os.streams} open streams < 300 MB RSS`,
-      side: 'gateway',
+      side,
       measured: `${os.rssOpenMB.toFixed(1)} MB (${os.opened} open)`,
       met: os.opened === os.streams ? os.rssOpenMB < 300 : null,
     });

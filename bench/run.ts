@@ -322,9 +322,15 @@ async function main(): Promise<void> {
     // Many slow streams held open at once.
     const slow = chatBody('bench-slow', true);
     const slowMs = P.slowChunks * P.slowGapMs;
-    for (const side of ['proxy', 'gateway'] as const) {
+    // Both gateways: the embedded store's baseline (PGlite's WASM heap, ~500 MB) dominates the
+    // first, so the second shows what the streams themselves cost.
+    const holders = [
+      ['proxy', proxy],
+      ['gateway', gateway],
+      ...(gatewayPg !== null ? ([['gatewayPgRedis', gatewayPg]] as const) : []),
+    ] as const;
+    for (const [side, c] of holders) {
       log(`${P.openStreams} open streams: ${side}`);
-      const c = side === 'proxy' ? proxy : gateway;
       const before = await memorySample(c, 0, false);
       const held = holdStreams(target(side), P.openStreams, slow);
       const openMs = await held.allOpen(slowMs);

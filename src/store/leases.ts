@@ -9,27 +9,11 @@ import type { PriceSnapshot, SettleStatus } from './store.ts';
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
 
-// One statement: lock the account, take min(desired, available) when at least `need` is
-// available, and add it to this holder's lease. `acct` re-reads the newest row version after
-// waiting for a concurrent writer (READ COMMITTED + FOR UPDATE), so two growers cannot both
-// take the same money. The lease's new amount comes back so the book resyncs to it.
-const GROW_SQL = `
-WITH acct AS (
-  SELECT id, status, balance_nano - reserved_nano AS avail FROM accounts WHERE id = $1 FOR UPDATE
-), grant_ AS (
-  SELECT id, LEAST($3::int8, avail) AS g FROM acct WHERE status = 'active' AND avail >= $2::int8
-), taken AS (
-  UPDATE accounts SET reserved_nano = accounts.reserved_nano + grant_.g
-    FROM grant_ WHERE accounts.id = grant_.id
-  RETURNING grant_.g
-), l AS (
-  INSERT INTO leases (holder_id, instance_id, account_id, amount_nano)
-  SELECT $4, $5, $1, g FROM taken
-  ON CONFLICT (holder_id, account_id)
-    DO UPDATE SET amount_nano = leases.amount_nano + EXCLUDED.amount_nano, updated_at = now()
-  RETURNING amount_nano
-)
-SELECT (SELECT status FROM acct) AS status, (SELECT amount_nano FROM l) AS lease`;
+// One statement (switchyard_grow_lease, migration 0003): lock the account, take
+// min(desired, available) when at least `need` is available, and add it to this holder's lease.
+// The lease's new amount comes back so the book resyncs to it.
+const GROW_SQL = `SELECT r_status AS status, r_lease AS lease
+  FROM switchyard_grow_lease($1, $2::int8, $3::int8, $4, $5)`;
 
 export async function growLease(
   db: Queryable,
@@ -112,66 +96,12 @@ export interface BatchResult {
 const json = (v: unknown): string =>
   JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
 
-// One statement settles the batch: lock this holder's leases of the accounts charged, drop the
-// rows of accounts whose lease is gone or short (`lost`: a peer presumed this holder dead), write
-// the usage rows, charge each account the sum of the rows actually written (money leaves the
-// lease and the balance together, so available does not move), and append one ledger row per
-// charge with the balance after it, in the batch's order. Five statements before; one statement
-// costs PGlite ~0.4 ms of this thread whatever it does, so the batch's fixed cost is what counts.
-const SETTLE_SQL = `
-WITH x AS (
-  SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int4, request_id text, account_id text,
-    key_id text, model text, channel_id text, endpoint text, input_tokens int8,
-    cache_hit_tokens int8, output_tokens int8, reasoning_tokens int8, estimated boolean,
-    price_snapshot jsonb, peak_applied boolean, campaign_id text, cost_nano int8,
-    reserved_nano int8, capped boolean, status text, http_status int4, latency_ms int4,
-    upstream_request_id text)
-), want AS (
-  SELECT account_id, sum(cost_nano)::int8 AS total FROM x GROUP BY account_id
-), held AS (
-  SELECT l.account_id, l.amount_nano FROM leases l
-   WHERE l.holder_id = $2 AND l.account_id IN (SELECT account_id FROM want)
-     FOR UPDATE OF l
-), judged AS (
-  SELECT w.account_id, coalesce(h.amount_nano, 0) AS has,
-         (w.total = 0 OR h.amount_nano >= w.total) AS ok
-    FROM want w LEFT JOIN held h ON h.account_id = w.account_id
-), u AS (
-  INSERT INTO usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
-    input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot,
-    peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status,
-    latency_ms, upstream_request_id)
-  SELECT request_id, account_id, key_id, model, channel_id, endpoint,
-    input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot,
-    peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status,
-    latency_ms, upstream_request_id
-    FROM x WHERE account_id IN (SELECT account_id FROM judged WHERE ok)
-  ON CONFLICT (request_id) DO NOTHING
-  RETURNING request_id, account_id, cost_nano
-), s AS (
-  SELECT account_id, sum(cost_nano)::int8 AS total FROM u GROUP BY account_id
-), l AS (
-  UPDATE leases SET amount_nano = leases.amount_nano - s.total, updated_at = now()
-    FROM s WHERE leases.holder_id = $2 AND leases.account_id = s.account_id AND s.total > 0
-), a AS (
-  UPDATE accounts SET balance_nano = accounts.balance_nano - s.total,
-                      reserved_nano = accounts.reserved_nano - s.total
-    FROM s WHERE accounts.id = s.account_id
-  RETURNING accounts.id, accounts.balance_nano
-), r AS (
-  SELECT x.ord, x.request_id, x.account_id, x.cost_nano,
-         a.balance_nano + coalesce(sum(x.cost_nano) OVER (PARTITION BY x.account_id
-           ORDER BY x.ord DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::int8
-           AS balance_after
-    FROM x JOIN u ON u.request_id = x.request_id JOIN a ON a.id = x.account_id
-), led AS (
-  INSERT INTO ledger (account_id, kind, amount_nano, balance_after_nano, request_id)
-  SELECT account_id, 'usage', -cost_nano, balance_after, request_id FROM r
-   WHERE cost_nano > 0 ORDER BY ord
-)
-SELECT 'settled' AS kind, request_id AS id, balance_after AS amount FROM r
-UNION ALL
-SELECT 'lost', account_id, has FROM judged WHERE NOT ok`;
+// One statement settles a batch: switchyard_settle_batch (migration 0003) locks this holder's
+// leases, drops the accounts whose lease is gone or short, writes the usage rows, charges the
+// sum of the rows written and appends the ledger rows. A function, so its plan is made once per
+// session: planned on every call it cost PGlite ~2-3 ms of this thread per write.
+const SETTLE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
+  FROM switchyard_settle_batch($1::jsonb, $2)`;
 
 const OPENS_SQL = `
 INSERT INTO reservations (request_id, account_id, key_id, model, endpoint, amount_nano,
