@@ -96,20 +96,13 @@ export interface BatchResult {
 const json = (v: unknown): string =>
   JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
 
-// One statement settles a batch: switchyard_settle_batch (migration 0003) locks this holder's
-// leases, drops the accounts whose lease is gone or short, writes the usage rows, charges the
-// sum of the rows written and appends the ledger rows. A function, so its plan is made once per
-// session: planned on every call it cost PGlite ~2-3 ms of this thread per write.
-const SETTLE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
-  FROM switchyard_settle_batch($1::jsonb, $2)`;
-
-const OPENS_SQL = `
-INSERT INTO reservations (request_id, account_id, key_id, model, endpoint, amount_nano,
-  instance_id, leased)
-SELECT request_id, account_id, key_id, model, endpoint, amount_nano, $2, true
-  FROM jsonb_to_recordset($1::jsonb) AS x(request_id text, account_id text, key_id text,
-       model text, endpoint text, amount_nano int8)
-ON CONFLICT (request_id) DO NOTHING`;
+// One call writes a batch (switchyard_write_batch, migration 0003): takes back open records,
+// settles (locks this holder's leases, drops the accounts whose lease is gone or short, writes
+// the usage rows, charges the sum of the rows written, appends the ledger rows) and writes down
+// the requests still open. A function, so its plans are made once per session: planned on every
+// call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
+const WRITE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
+  FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb)`;
 
 // Gives back the part of a lease that holds nothing; a lease down to 0 is dropped.
 const SHRINK_SQL = `
@@ -126,11 +119,9 @@ UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
 RETURNING accounts.id, l.amount`;
 
 /**
- * Writes one batch, in one transaction when it takes more than one statement (a batch of
- * settlements alone is one). Lock order, the same as recovery's and growth's so none can
- * deadlock: reservation rows, then accounts in id order, then this holder's leases (Postgres
- * only: PGlite has one connection, so nothing can wait on it). Σ usage cost = balance change
- * holds by construction: the charge per account is summed from the usage rows actually written.
+ * Writes one batch: one call, or a transaction when lease slack goes back too. Σ usage cost =
+ * balance change holds by construction: the charge per account is summed from the usage rows
+ * actually written.
  */
 export async function writeBatch(
   driver: Driver,
@@ -138,26 +129,16 @@ export async function writeBatch(
   instanceId: string,
   batch: Batch,
 ): Promise<BatchResult> {
-  const taken = [...batch.releases];
-  for (const s of batch.settles) if (s.persisted) taken.push(s.requestId);
-  const statements =
-    (taken.length > 0 ? 1 : 0) +
-    (batch.settles.length > 0 ? 1 : 0) +
-    (batch.opens.length > 0 ? 1 : 0) +
-    (batch.shrinks.length > 0 ? 2 : 0) +
-    (driver.kind === 'pg' ? 1 : 0);
-  return statements > 1
-    ? driver.transaction((tx) => writeSteps(tx, driver.kind, holderId, instanceId, batch, taken))
-    : writeSteps(driver, driver.kind, holderId, instanceId, batch, taken);
+  return batch.shrinks.length > 0
+    ? driver.transaction((tx) => writeSteps(tx, holderId, instanceId, batch))
+    : writeSteps(driver, holderId, instanceId, batch);
 }
 
 async function writeSteps(
   tx: Queryable,
-  kind: Driver['kind'],
   holderId: string,
   instanceId: string,
   batch: Batch,
-  taken: string[],
 ): Promise<BatchResult> {
   const out: BatchResult = {
     balanceAfter: new Map(),
@@ -165,44 +146,18 @@ async function writeSteps(
     recovered: new Set(),
     returned: new Map(),
   };
+  const taken = [...batch.releases];
+  for (const s of batch.settles) if (s.persisted) taken.push(s.requestId);
 
-  // 1. Take back the open records of settled and released requests; one a peer already took
-  //    (and recovered) means that request has its outcome and must not be charged again.
-  if (taken.length > 0) {
-    const rows = await tx.query<{ request_id: string }>(
-      `DELETE FROM reservations
-        WHERE request_id IN (SELECT jsonb_array_elements_text($1::jsonb)) AND leased
-        RETURNING request_id`,
-      [json(taken)],
-    );
-    const back = new Set(rows.map((r) => r.request_id));
-    for (const s of batch.settles) {
-      if (s.persisted && !back.has(s.requestId)) out.recovered.add(s.requestId);
-    }
-  }
-  const settles = batch.settles.filter((s) => !out.recovered.has(s.requestId));
-
-  // 2. Postgres: lock the accounts touched in id order before any of them is updated.
-  if (kind === 'pg') {
-    const accounts = [
-      ...new Set([...settles.map((s) => s.accountId), ...batch.shrinks.map((x) => x.accountId)]),
-    ].sort();
-    if (accounts.length > 0) {
-      await tx.query(
-        `SELECT id FROM accounts WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb))
-          ORDER BY id FOR UPDATE`,
-        [json(accounts)],
-      );
-    }
-  }
-
-  // 3. The settlements, in one statement.
-  if (settles.length > 0) {
+  if (taken.length > 0 || batch.settles.length > 0 || batch.opens.length > 0) {
     const rows = await tx.query<{ kind: 'settled' | 'lost'; id: string; amount: bigint }>(
-      SETTLE_SQL,
+      WRITE_SQL,
       [
+        holderId,
+        instanceId,
+        json(taken),
         json(
-          settles.map((s, ord) => ({
+          batch.settles.map((s, ord) => ({
             ord,
             request_id: s.requestId,
             account_id: s.accountId,
@@ -225,24 +180,35 @@ async function writeSteps(
             http_status: s.httpStatus,
             latency_ms: s.latencyMs,
             upstream_request_id: s.upstreamRequestId,
+            persisted: s.persisted,
           })),
         ),
-        holderId,
+        json(
+          batch.opens.map((o) => ({
+            request_id: o.requestId,
+            account_id: o.accountId,
+            key_id: o.keyId,
+            model: o.model,
+            endpoint: o.endpoint,
+            amount_nano: o.amountNano,
+          })),
+        ),
       ],
     );
     for (const r of rows) {
       if (r.kind === 'settled') out.balanceAfter.set(r.id, r.amount);
       else out.lost.set(r.id, r.amount);
     }
-    // Not settled and not lost: its request id already had a usage row. Not charged.
-    for (const s of settles) {
+    // Neither settled nor lost: a peer had recovered its open record, or its request id already
+    // had a usage row. Not charged.
+    for (const s of batch.settles) {
       if (!out.balanceAfter.has(s.requestId) && !out.lost.has(s.accountId)) {
         out.recovered.add(s.requestId);
       }
     }
   }
 
-  // 4. A request a peer recovered means this holder was presumed dead: its lease went back too.
+  // A request a peer recovered means this holder was presumed dead: its lease went back too.
   const suspect = new Set<string>();
   for (const s of batch.settles) {
     if (out.recovered.has(s.requestId) && !out.lost.has(s.accountId)) suspect.add(s.accountId);
@@ -257,22 +223,7 @@ async function writeSteps(
     for (const account of suspect) if (!has.has(account)) out.lost.set(account, 0n);
   }
 
-  // 5. Open requests to write down, then lease slack going back.
-  if (batch.opens.length > 0) {
-    await tx.query(OPENS_SQL, [
-      json(
-        batch.opens.map((o) => ({
-          request_id: o.requestId,
-          account_id: o.accountId,
-          key_id: o.keyId,
-          model: o.model,
-          endpoint: o.endpoint,
-          amount_nano: o.amountNano,
-        })),
-      ),
-      instanceId,
-    ]);
-  }
+  // Lease slack going back.
   if (batch.shrinks.length > 0) {
     const rows = await tx.query<{ id: string; amount: bigint }>(SHRINK_SQL, [
       holderId,
