@@ -31,7 +31,10 @@ export interface LeaseBookOptions {
 
 interface Open extends OpenRecord {
   admittedAt: number;
+  /** Its open record is written. */
   persisted: boolean;
+  /** Its open record is in a write now (which may still fail). */
+  writing: boolean;
 }
 
 /** This holder's slice of one account. free = granted - held - pending. */
@@ -164,6 +167,7 @@ export class LeaseBook {
       amountNano: input.amountNano,
       admittedAt: lease.lastUsed,
       persisted: false,
+      writing: false,
     });
     this.startTicker();
     return 'ok';
@@ -215,6 +219,10 @@ export class LeaseBook {
     const record: SettleRecord = {
       ...open,
       persisted: open.persisted,
+      // A write of its open record in flight commits before this settlement's write (one write
+      // at a time), so the settlement takes back any row, and counts as recovered only when a
+      // row it knew was written is gone.
+      mayHaveRecord: open.persisted || open.writing,
       billedModel: outcome.model ?? open.model,
       channelId: outcome.channelId,
       inputTokens: outcome.inputTokens,
@@ -244,7 +252,7 @@ export class LeaseBook {
     this.opens.delete(requestId);
     const lease = this.lease(open.accountId);
     lease.held -= open.amountNano;
-    if (!open.persisted) return Promise.resolve('released');
+    if (!open.persisted && !open.writing) return Promise.resolve('released');
     return new Promise((resolve, reject) => {
       this.releases.push({ requestId, resolve, reject });
       this.schedule();
@@ -311,7 +319,7 @@ export class LeaseBook {
     const now = performance.now();
     let due = false;
     for (const o of this.opens.values()) {
-      if (!o.persisted && now - o.admittedAt >= this.writeOpenAfterMs) {
+      if (!o.persisted && !o.writing && now - o.admittedAt >= this.writeOpenAfterMs) {
         due = true;
         break;
       }
@@ -343,7 +351,8 @@ export class LeaseBook {
     this.releases = [];
     const opens: Open[] = [];
     for (const o of this.opens.values()) {
-      if (!o.persisted && (all || now - o.admittedAt >= this.writeOpenAfterMs)) opens.push(o);
+      if (o.persisted || o.writing) continue;
+      if (all || now - o.admittedAt >= this.writeOpenAfterMs) opens.push(o);
     }
     // Slack goes back from idle leases, from leases asked for, and from all of them at close.
     // It leaves the book before the write, so nothing is admitted from it meanwhile.
@@ -371,11 +380,13 @@ export class LeaseBook {
       opens,
       shrinks,
     };
+    for (const o of opens) o.writing = true;
     let result: BatchResult;
     try {
       result = await writeBatch(this.driver, this.holderId, this.instanceId, batch);
     } catch (err) {
       // Nothing was written: put it all back for the next try.
+      for (const o of opens) o.writing = false;
       for (const x of shrinks) this.lease(x.accountId).granted += x.amountNano;
       this.settles = settles.concat(this.settles);
       this.releases = releases.concat(this.releases);
@@ -404,7 +415,10 @@ export class LeaseBook {
       return;
     }
     this.failures = 0;
-    for (const o of opens) o.persisted = true;
+    for (const o of opens) {
+      o.persisted = true;
+      o.writing = false;
+    }
     // A shrink the database did not take found the lease gone (a peer recovered it): hold
     // nothing from it; the next admission grows a new one.
     for (const x of shrinks) {

@@ -48,8 +48,10 @@ export interface OpenRecord {
 
 /** A settled request of the batch; cost is already min(metered, reserved), 0 when failed. */
 export interface SettleRecord extends OpenRecord {
-  /** Its open record was written in an earlier batch and must be taken back. */
+  /** Its open record was written in an earlier batch: gone now means a peer recovered it. */
   persisted: boolean;
+  /** Its open record may exist (written, or in a write when it settled): take it back. */
+  mayHaveRecord: boolean;
   billedModel: string;
   channelId: string | null;
   inputTokens: number;
@@ -147,7 +149,7 @@ async function writeSteps(
     returned: new Map(),
   };
   const taken = [...batch.releases];
-  for (const s of batch.settles) if (s.persisted) taken.push(s.requestId);
+  for (const s of batch.settles) if (s.mayHaveRecord) taken.push(s.requestId);
 
   if (taken.length > 0 || batch.settles.length > 0 || batch.opens.length > 0) {
     const rows = await tx.query<{ kind: 'settled' | 'lost'; id: string; amount: bigint }>(
