@@ -216,29 +216,17 @@ export class LeaseBook {
     lease.held -= open.amountNano;
     lease.pending += cost;
     lease.lastUsed = performance.now();
+    const { model, ...reported } = outcome;
     const record: SettleRecord = {
       ...open,
-      persisted: open.persisted,
+      ...reported,
       // A write of its open record in flight commits before this settlement's write (one write
       // at a time), so the settlement takes back any row, and counts as recovered only when a
       // row it knew was written is gone.
       mayHaveRecord: open.persisted || open.writing,
-      billedModel: outcome.model ?? open.model,
-      channelId: outcome.channelId,
-      inputTokens: outcome.inputTokens,
-      cacheHitTokens: outcome.cacheHitTokens,
-      outputTokens: outcome.outputTokens,
-      reasoningTokens: outcome.reasoningTokens,
-      estimated: outcome.estimated,
-      priceSnapshot: outcome.priceSnapshot,
-      peakApplied: outcome.peakApplied,
-      campaignId: outcome.campaignId,
+      billedModel: model ?? open.model,
       costNano: cost,
       capped: metered > open.amountNano,
-      status: outcome.status,
-      httpStatus: outcome.httpStatus,
-      latencyMs: outcome.latencyMs,
-      upstreamRequestId: outcome.upstreamRequestId,
     };
     return new Promise((resolve, reject) => {
       this.settles.push({ record, resolve, reject });

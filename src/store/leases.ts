@@ -4,7 +4,7 @@
 
 import type { Nano } from '../billing/money.ts';
 import type { Driver, Queryable } from './driver.ts';
-import type { PriceSnapshot, SettleStatus } from './store.ts';
+import type { SettleOutcome } from './store.ts';
 
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
@@ -46,28 +46,18 @@ export interface OpenRecord {
   amountNano: Nano;
 }
 
-/** A settled request of the batch; cost is already min(metered, reserved), 0 when failed. */
-export interface SettleRecord extends OpenRecord {
+/**
+ * A settled request of the batch, as the relay reported it; costNano is already
+ * min(metered, reserved), 0 when failed.
+ */
+export interface SettleRecord extends OpenRecord, Omit<SettleOutcome, 'model'> {
   /** Its open record was written in an earlier batch: gone now means a peer recovered it. */
   persisted: boolean;
   /** Its open record may exist (written, or in a write when it settled): take it back. */
   mayHaveRecord: boolean;
+  /** The model billed: the relay's, or the one given at admission. */
   billedModel: string;
-  channelId: string | null;
-  inputTokens: number;
-  cacheHitTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  estimated: boolean;
-  priceSnapshot: PriceSnapshot | null;
-  peakApplied: boolean;
-  campaignId: string | null;
-  costNano: Nano;
   capped: boolean;
-  status: SettleStatus;
-  httpStatus: number | null;
-  latencyMs: number | null;
-  upstreamRequestId: string | null;
 }
 
 export interface Batch {

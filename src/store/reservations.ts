@@ -192,6 +192,15 @@ WITH r AS (
 )
 SELECT count(*)::int4 AS n FROM r`;
 
+/** In id order: two recoverers (or a recoverer and a lease write) cannot deadlock. */
+async function lockAccounts(tx: Queryable, rows: { account_id: string }[]): Promise<void> {
+  await tx.query(
+    `SELECT id FROM accounts WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb))
+      ORDER BY id FOR UPDATE`,
+    [JSON.stringify([...new Set(rows.map((r) => r.account_id))])],
+  );
+}
+
 async function recoverBatch(driver: Driver, instanceId: string, staleMs: number): Promise<number> {
   return driver.transaction(async (tx) => {
     const doomed = await tx.query<{ request_id: string; account_id: string }>(DOOMED_SQL, [
@@ -199,13 +208,7 @@ async function recoverBatch(driver: Driver, instanceId: string, staleMs: number)
       BigInt(staleMs),
     ]);
     if (doomed.length === 0) return 0;
-    // Accounts are locked in id order: two recoverers with overlapping accounts cannot deadlock.
-    const accounts = [...new Set(doomed.map((d) => d.account_id))];
-    await tx.query(
-      `SELECT id FROM accounts WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb))
-        ORDER BY id FOR UPDATE`,
-      [JSON.stringify(accounts)],
-    );
+    await lockAccounts(tx, doomed);
     const ids = JSON.stringify(doomed.map((d) => d.request_id));
     const rows = await tx.query<{ n: number }>(RESOLVE_SQL, [ids]);
     return rows[0]?.n ?? 0;
@@ -246,12 +249,7 @@ async function recoverLeaseBatch(
       BigInt(staleMs),
     ]);
     if (dead.length === 0) return 0;
-    const accounts = [...new Set(dead.map((d) => d.account_id))];
-    await tx.query(
-      `SELECT id FROM accounts WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb))
-        ORDER BY id FOR UPDATE`,
-      [JSON.stringify(accounts)],
-    );
+    await lockAccounts(tx, dead);
     await tx.query(RETURN_LEASES_SQL, [
       JSON.stringify(dead.map((d) => [d.holder_id, d.account_id])),
     ]);
