@@ -4,7 +4,7 @@
 
 import type { Nano } from '../billing/money.ts';
 import type { Driver, Queryable } from './driver.ts';
-import type { SettleOutcome } from './store.ts';
+import type { ReserveInput, SettleOutcome } from './store.ts';
 
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
@@ -36,15 +36,8 @@ export async function growLease(
   return { result: row.status === 'active' ? 'insufficient' : 'account_disabled' };
 }
 
-/** A request admitted from a lease, as written down while it is open. */
-export interface OpenRecord {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  model: string;
-  endpoint: string;
-  amountNano: Nano;
-}
+/** A request admitted from a lease, as written down while it is open: what reserve was given. */
+export type OpenRecord = ReserveInput;
 
 /**
  * A settled request of the batch, as the relay reported it; costNano is already
