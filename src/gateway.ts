@@ -81,6 +81,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       url: g.store.url,
       dataDir: g.store.dataDir,
       leases: true,
+      pgliteWorker: true,
       ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
     }));
   const ownsLimiter = opts.limiter === undefined || opts.limiter === null;

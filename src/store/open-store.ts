@@ -3,6 +3,7 @@
 
 import { createPgDriver } from './pg-driver.ts';
 import { createPgliteDriver } from './pglite-driver.ts';
+import { createPgliteWorkerDriver } from './pglite-worker-driver.ts';
 import type { SqlStoreOptions } from './sql-store.ts';
 import { SqlStore } from './sql-store.ts';
 
@@ -11,13 +12,20 @@ export interface OpenStoreOptions extends Omit<SqlStoreOptions, 'ownsDriver'> {
   url: string | null;
   /** PGlite data directory; null = in memory. Ignored with a url. */
   dataDir: string | null;
+  /**
+   * Run PGlite in a worker thread (the serving gateway: its SQL then never stalls the event
+   * loop). Off for short-lived CLI commands, which would only pay the thread's start.
+   */
+  pgliteWorker?: boolean;
 }
 
 export async function openStore(options: OpenStoreOptions): Promise<SqlStore> {
   const driver =
     options.url !== null
       ? createPgDriver({ url: options.url })
-      : await createPgliteDriver(options.dataDir);
+      : options.pgliteWorker === true
+        ? await createPgliteWorkerDriver(options.dataDir)
+        : await createPgliteDriver(options.dataDir);
   const storeOptions: SqlStoreOptions = { ownsDriver: true };
   if (options.instanceId !== undefined) storeOptions.instanceId = options.instanceId;
   if (options.heartbeatMs !== undefined) storeOptions.heartbeatMs = options.heartbeatMs;

@@ -167,8 +167,14 @@ let sharedStore: Promise<SqlStore> | null = null;
 
 /** One in-memory PGlite per test file (it takes ~2 s to start). */
 export function e2eStore(): Promise<SqlStore> {
-  // With the lease book on, as the gateway opens its own store.
-  sharedStore ??= openStore({ url: null, dataDir: null, heartbeatMs: 0, leases: true });
+  // As the gateway opens its own store: the lease book on, PGlite in a worker thread.
+  sharedStore ??= openStore({
+    url: null,
+    dataDir: null,
+    heartbeatMs: 0,
+    leases: true,
+    pgliteWorker: true,
+  });
   return sharedStore;
 }
 

@@ -3,6 +3,7 @@
 
 import type { Driver } from '../../src/store/driver.ts';
 import { createPgliteDriver } from '../../src/store/pglite-driver.ts';
+import { createPgliteWorkerDriver } from '../../src/store/pglite-worker-driver.ts';
 import { SqlStore } from '../../src/store/sql-store.ts';
 import type { StoreHarness } from './conformance.ts';
 import { describeStoreConformance } from './conformance.ts';
@@ -11,11 +12,15 @@ import { describeLeaseConformance } from './lease-conformance.ts';
 const drivers: Driver[] = [];
 const stores: SqlStore[] = [];
 
-// Once with one statement per reserve and settle, once with the gateway's lease book.
-for (const leases of [false, true]) {
+// With one statement per reserve and settle on PGlite in this thread; then as the gateway runs
+// it: the lease book, PGlite in a worker thread.
+for (const [leases, worker] of [
+  [false, false],
+  [true, true],
+] as const) {
   const harness: StoreHarness = {
     async createDatabase() {
-      const driver = await createPgliteDriver(null);
+      const driver = worker ? await createPgliteWorkerDriver(null) : await createPgliteDriver(null);
       drivers.push(driver);
       return {
         async open(override) {
@@ -34,6 +39,6 @@ for (const leases of [false, true]) {
       for (const driver of drivers.splice(0)) await driver.close();
     },
   };
-  describeStoreConformance(`embedded PGlite${leases ? ', leases' : ''}`, harness);
+  describeStoreConformance(`embedded PGlite${leases ? ', leases, worker thread' : ''}`, harness);
   if (leases) describeLeaseConformance('embedded PGlite', harness);
 }

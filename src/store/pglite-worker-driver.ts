@@ -1,0 +1,120 @@
+// PGlite in a worker thread, for the serving gateway: PGlite runs Postgres (WASM) on the thread
+// that calls it, so on the main thread every write stalled the event loop for its whole length
+// (p50 ~2.7 ms a write under streams, up to 17 ms), and the next request waited behind it
+// (docs/performance.md). Here the event loop only posts the SQL and receives the rows.
+// Same SQL and results as pglite-driver.ts; one session, so a transaction holds a lock that
+// keeps other queries from running inside it.
+
+import { mkdir } from 'node:fs/promises';
+import { Worker } from 'node:worker_threads';
+import { lockDataDir } from './data-dir-lock.ts';
+import type { Driver, Queryable } from './driver.ts';
+import { toParams } from './driver.ts';
+import type { WorkerReply, WorkerRequest } from './pglite-worker.ts';
+
+/** The error PGlite raised in the worker, with its SQLSTATE code when it had one. */
+export class PgliteWorkerError extends Error {
+  readonly code: string | undefined;
+  constructor(message: string, code: string | undefined) {
+    super(message);
+    this.name = 'PgliteWorkerError';
+    this.code = code;
+  }
+}
+
+/** dataDir null → in memory (tests); otherwise the directory is created if missing. */
+export async function createPgliteWorkerDriver(dataDir: string | null): Promise<Driver> {
+  if (dataDir !== null) await mkdir(dataDir, { recursive: true });
+  const unlock = dataDir === null ? null : await lockDataDir(dataDir);
+  const worker = new Worker(new URL('./pglite-worker.ts', import.meta.url), {
+    workerData: { dataDir },
+  });
+  let nextId = 1;
+  const waiting = new Map<
+    number,
+    { resolve: (rows: unknown[]) => void; reject: (e: Error) => void }
+  >();
+  let dead: Error | null = null;
+  worker.on('message', (reply: WorkerReply) => {
+    const w = waiting.get(reply.id);
+    if (w === undefined) return;
+    waiting.delete(reply.id);
+    if (reply.error !== undefined)
+      w.reject(new PgliteWorkerError(reply.error.message, reply.error.code));
+    else w.resolve(reply.rows ?? []);
+  });
+  const fail = (err: Error): void => {
+    dead = err;
+    for (const w of waiting.values()) w.reject(err);
+    waiting.clear();
+  };
+  worker.on('error', fail);
+  worker.on('exit', (code) => fail(new Error(`the PGlite worker exited (${code})`)));
+
+  const send = (op: WorkerRequest['op'], text: string, params: unknown[]): Promise<unknown[]> => {
+    if (dead !== null) return Promise.reject(dead);
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      waiting.set(id, { resolve, reject });
+      worker.postMessage({ id, op, text, params } satisfies WorkerRequest);
+    });
+  };
+  const direct: Queryable = {
+    async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
+      return (await send('query', text, toParams(params))) as T[];
+    },
+    async exec(text: string): Promise<void> {
+      await send('exec', text, []);
+    },
+  };
+
+  // One session: while a transaction is open, other callers wait for it to end.
+  let lock: Promise<void> = Promise.resolve();
+  const exclusive = async <R>(fn: () => Promise<R>): Promise<R> => {
+    const before = lock;
+    let release!: () => void;
+    lock = new Promise((r) => (release = r));
+    await before;
+    try {
+      return await fn();
+    } finally {
+      release();
+    }
+  };
+
+  // Wait for PGlite to start (and fail here, not on the first query, when it cannot).
+  try {
+    await direct.query('SELECT 1');
+  } catch (err) {
+    await worker.terminate();
+    await unlock?.();
+    throw err;
+  }
+  return {
+    kind: 'pglite',
+    query: <T>(text: string, params?: readonly unknown[]) =>
+      exclusive(() => direct.query<T>(text, params)),
+    exec: (text: string) => exclusive(() => direct.exec(text)),
+    transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
+      return exclusive(async () => {
+        await direct.exec('BEGIN');
+        try {
+          const result = await fn(direct);
+          await direct.exec('COMMIT');
+          return result;
+        } catch (err) {
+          await direct.exec('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+      });
+    },
+    async close(): Promise<void> {
+      try {
+        if (dead === null) await exclusive(() => send('close', '', []));
+      } finally {
+        await worker.terminate();
+        await unlock?.();
+      }
+    },
+  };
+}
