@@ -72,9 +72,6 @@ function checkCount(name: string, value: number): void {
   }
 }
 
-const growingOf = (l: Lease): Promise<ReserveResult | 'not_found'> =>
-  l.growing ?? Promise.resolve('ok');
-
 /** Backoff of a failed write: 50 ms doubling to 2 s; settlements wait in memory meanwhile. */
 const retryDelay = (failures: number): number =>
   Math.min(2000, 50 * 2 ** Math.max(0, failures - 1));
@@ -138,18 +135,9 @@ export class LeaseBook {
       lease = this.lease(input.accountId);
       const free = lease.granted - lease.held - lease.pending;
       if (input.amountNano <= free && lease.known && !this.disabled.has(input.accountId)) break;
-      if (lease.growing === null) {
-        const missing = input.amountNano - free;
-        // On the write chain: a grow never overlaps a write, so the amount it reads back and the
-        // charges the book has not written yet are never counted twice or not at all.
-        const growing = this.onChain(() => this.grow(input.accountId, missing));
-        lease.growing = growing;
-        void growing.then(
-          () => (lease.growing = null),
-          () => (lease.growing = null),
-        );
-      }
-      const r = await growingOf(lease);
+      // Concurrent admissions short of money wait on one grow.
+      lease.growing ??= this.startGrow(input.accountId, lease, input.amountNano - free);
+      const r = await lease.growing;
       if (r === 'not_found') {
         throw new StoreError('not_found', `account ${input.accountId} not found`);
       }
@@ -171,6 +159,23 @@ export class LeaseBook {
     });
     this.startTicker();
     return 'ok';
+  }
+
+  /**
+   * On the write chain: a grow never overlaps a write, so the amount it reads back and the
+   * charges the book has not written yet are never counted twice or not at all.
+   */
+  private startGrow(
+    accountId: string,
+    lease: Lease,
+    missing: Nano,
+  ): Promise<ReserveResult | 'not_found'> {
+    const growing = this.onChain(() => this.grow(accountId, missing));
+    const done = (): void => {
+      lease.growing = null;
+    };
+    growing.then(done, done);
+    return growing;
   }
 
   /**
@@ -240,7 +245,7 @@ export class LeaseBook {
     this.opens.delete(requestId);
     const lease = this.lease(open.accountId);
     lease.held -= open.amountNano;
-    if (!open.persisted && !open.writing) return Promise.resolve('released');
+    if (this.unwritten(open)) return Promise.resolve('released');
     return new Promise((resolve, reject) => {
       this.releases.push({ requestId, resolve, reject });
       this.schedule();
@@ -307,7 +312,7 @@ export class LeaseBook {
     const now = performance.now();
     let due = false;
     for (const o of this.opens.values()) {
-      if (!o.persisted && !o.writing && now - o.admittedAt >= this.writeOpenAfterMs) {
+      if (this.unwritten(o) && now - o.admittedAt >= this.writeOpenAfterMs) {
         due = true;
         break;
       }
@@ -320,6 +325,11 @@ export class LeaseBook {
       clearInterval(this.ticker);
       this.ticker = null;
     }
+  }
+
+  /** Its open record is neither written nor in a write. */
+  private unwritten(o: Open): boolean {
+    return !o.persisted && !o.writing;
   }
 
   private idle(l: Lease, now: number): boolean {
@@ -339,8 +349,7 @@ export class LeaseBook {
     this.releases = [];
     const opens: Open[] = [];
     for (const o of this.opens.values()) {
-      if (o.persisted || o.writing) continue;
-      if (all || now - o.admittedAt >= this.writeOpenAfterMs) opens.push(o);
+      if (this.unwritten(o) && (all || now - o.admittedAt >= this.writeOpenAfterMs)) opens.push(o);
     }
     // Slack goes back from idle leases, from leases asked for, and from all of them at close.
     // It leaves the book before the write, so nothing is admitted from it meanwhile.

