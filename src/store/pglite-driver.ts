@@ -3,12 +3,22 @@
 
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
-import type { Transaction } from '@electric-sql/pglite';
+import type { PGliteOptions, Transaction } from '@electric-sql/pglite';
 import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
 
 const INT8_OID = 20;
+
+/**
+ * PGlite's options for a data directory (null: in memory). PGlite parses int8 to a JS number by
+ * default, which loses nano-yuan above 2^53 (9e6 ¥); int8 comes back as bigint instead.
+ * Shared with the worker thread (pglite-worker.ts).
+ */
+export function pgliteOptions(dataDir: string | null): PGliteOptions {
+  const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
+  return dataDir === null ? { parsers } : { dataDir, parsers };
+}
 
 function queryable(db: PGlite | Transaction): Queryable {
   return {
@@ -26,11 +36,9 @@ function queryable(db: PGlite | Transaction): Queryable {
 export async function createPgliteDriver(dataDir: string | null): Promise<Driver> {
   if (dataDir !== null) await mkdir(dataDir, { recursive: true });
   const unlock = dataDir === null ? null : await lockDataDir(dataDir);
-  // PGlite parses int8 to a JS number by default, which loses nano-yuan above 2^53 (9e6 ¥).
-  const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
   let db: PGlite;
   try {
-    db = await PGlite.create(dataDir === null ? { parsers } : { dataDir, parsers });
+    db = await PGlite.create(pgliteOptions(dataDir));
   } catch (err) {
     await unlock?.();
     throw err;

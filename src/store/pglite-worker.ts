@@ -3,6 +3,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
+import { pgliteOptions } from './pglite-driver.ts';
 
 export interface WorkerRequest {
   id: number;
@@ -17,12 +18,8 @@ export interface WorkerReply {
   error?: { message: string; code?: string; name?: string };
 }
 
-const INT8_OID = 20;
 const { dataDir } = workerData as { dataDir: string | null };
-// PGlite parses int8 to a JS number by default, which loses nano-yuan above 2^53 (9e6 ¥).
-const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
-
-const ready = PGlite.create(dataDir === null ? { parsers } : { dataDir, parsers });
+const ready = PGlite.create(pgliteOptions(dataDir));
 const port = parentPort!;
 
 port.on('message', (req: WorkerRequest) => {
