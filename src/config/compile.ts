@@ -422,30 +422,13 @@ function compileReasoning(c: Compiler, item: Item<ReasoningFamilyConfig>): Reaso
   return { family: r.family, defaultEffort, params };
 }
 
-export function deepFreeze<T>(value: T, seen = new Set<unknown>()): T {
-  if (value === null || typeof value !== 'object' || seen.has(value) || ArrayBuffer.isView(value)) return value;
-  seen.add(value);
-  if (value instanceof Map) {
-    for (const v of value.values()) deepFreeze(v, seen);
-  } else if (value instanceof Set) {
-    // members are strings
-  } else {
-    for (const v of Object.values(value)) deepFreeze(v, seen);
-  }
-  return Object.freeze(value);
-}
-
-const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-
 /**
- * deepFreeze in slices of at most `sliceMs` of this thread, yielding to the event loop between
- * them: a reloaded 5,000-model table took 37 ms to freeze in one go, a stall every request in
- * flight felt. The table is swapped in only once the whole of it is frozen.
+ * Freezes value and every object reachable from it (Maps' values too; Sets hold strings, typed
+ * arrays cannot be frozen), pausing after every 1,024 objects so a caller may yield.
  */
-export async function deepFreezeInSlices<T>(value: T, sliceMs = 4): Promise<T> {
+function* freezeWalk(value: unknown): Generator<void> {
   const seen = new Set<unknown>();
   const stack: unknown[] = [value];
-  let sliceStart = performance.now();
   let visited = 0;
   while (stack.length > 0) {
     const v = stack.pop();
@@ -457,10 +440,28 @@ export async function deepFreezeInSlices<T>(value: T, sliceMs = 4): Promise<T> {
       for (const x of Object.values(v)) stack.push(x);
     }
     Object.freeze(v);
-    if (++visited % 1024 === 0 && performance.now() - sliceStart >= sliceMs) {
-      await yieldToLoop();
-      sliceStart = performance.now();
-    }
+    if (++visited % 1024 === 0) yield;
+  }
+}
+
+export function deepFreeze<T>(value: T): T {
+  for (const _ of freezeWalk(value));
+  return value;
+}
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * deepFreeze in slices of at most `sliceMs` of this thread, yielding to the event loop between
+ * them: a reloaded 5,000-model table took 37 ms to freeze in one go, a stall every request in
+ * flight felt. The table is swapped in only once the whole of it is frozen.
+ */
+export async function deepFreezeInSlices<T>(value: T, sliceMs = 4): Promise<T> {
+  let sliceStart = performance.now();
+  for (const _ of freezeWalk(value)) {
+    if (performance.now() - sliceStart < sliceMs) continue;
+    await yieldToLoop();
+    sliceStart = performance.now();
   }
   return value;
 }
