@@ -99,37 +99,25 @@ describe.skipIf(!available)('crash recovery', () => {
 
     // Fast requests that finish, then slow streams that are in flight when the process dies.
     const ids: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const id = `crash-fast-${i}-${randomBase62(6)}`;
+    const chat = (id: string, body: object): Promise<Response> => {
       ids.push(id);
-      const r = await fetch(`${gw}/v1/chat/completions`, {
+      return fetch(`${gw}/v1/chat/completions`, {
         method: 'POST',
         headers: {
           authorization: `Bearer ${plaintext}`,
           'content-type': 'application/json',
           'x-request-id': id,
         },
-        body: JSON.stringify({ model: 'plain', messages: [{ role: 'user', content: 'x' }] }),
+        body: JSON.stringify({ ...body, messages: [{ role: 'user', content: 'x' }] }),
       });
+    };
+    for (let i = 0; i < 5; i++) {
+      const r = await chat(`crash-fast-${i}-${randomBase62(6)}`, { model: 'plain' });
       expect(r.status).toBe(200);
     }
     mock.script({ model: 'gpt-x-up', chunkDelayMs: 500, chunks: 40, times: 4 });
     const slow = [0, 1, 2, 3].map(async (i) => {
-      const id = `crash-slow-${i}-${randomBase62(6)}`;
-      ids.push(id);
-      const r = await fetch(`${gw}/v1/chat/completions`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${plaintext}`,
-          'content-type': 'application/json',
-          'x-request-id': id,
-        },
-        body: JSON.stringify({
-          model: 'gpt-x',
-          stream: true,
-          messages: [{ role: 'user', content: 'x' }],
-        }),
-      });
+      const r = await chat(`crash-slow-${i}-${randomBase62(6)}`, { model: 'gpt-x', stream: true });
       await r.body?.getReader().read();
       return r.body;
     });
