@@ -82,10 +82,10 @@ export interface BatchResult {
 // jsonb_to_recordset reads into int8 exactly. Converted field by field: a JSON.stringify
 // replacer for bigints cost 2.4% of the gateway's main thread under load.
 
-// One call writes a batch (switchyard_write_batch, migration 0003): takes back open records,
-// settles (locks this holder's leases, drops the accounts whose lease is gone or short, writes
-// the usage rows, charges the sum of the rows written, appends the ledger rows) and writes down
-// the requests still open. A function, so its plans are made once per session: planned on every
+// One call writes a batch (switchyard_write_batch, migrations 0003 and 0004): takes back open
+// records, settles (locks this holder's leases, drops the accounts whose lease is gone or short,
+// writes the usage rows, charges the sum of the rows written, appends one ledger row per account)
+// and writes down the requests still open. A function, so its plans are made once per session: planned on every
 // call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
 const WRITE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
   FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb)`;
@@ -136,54 +136,66 @@ async function writeSteps(
   for (const s of batch.settles) if (s.mayHaveRecord) taken.push(s.requestId);
 
   if (taken.length > 0 || batch.settles.length > 0 || batch.opens.length > 0) {
-    const rows = await tx.query<{ kind: 'settled' | 'lost'; id: string; amount: bigint }>(
-      WRITE_SQL,
-      [
-        holderId,
-        instanceId,
-        JSON.stringify(taken),
-        JSON.stringify(
-          batch.settles.map((s, ord) => ({
-            ord,
-            request_id: s.requestId,
-            account_id: s.accountId,
-            key_id: s.keyId,
-            model: s.billedModel,
-            channel_id: s.channelId,
-            endpoint: s.endpoint,
-            input_tokens: s.inputTokens,
-            cache_hit_tokens: s.cacheHitTokens,
-            output_tokens: s.outputTokens,
-            reasoning_tokens: s.reasoningTokens,
-            estimated: s.estimated,
-            price_snapshot: s.priceSnapshot,
-            peak_applied: s.peakApplied,
-            campaign_id: s.campaignId,
-            cost_nano: s.costNano.toString(),
-            reserved_nano: s.amountNano.toString(),
-            capped: s.capped,
-            status: s.status,
-            http_status: s.httpStatus,
-            latency_ms: s.latencyMs,
-            upstream_request_id: s.upstreamRequestId,
-            persisted: s.persisted,
-          })),
-        ),
-        JSON.stringify(
-          batch.opens.map((o) => ({
-            request_id: o.requestId,
-            account_id: o.accountId,
-            key_id: o.keyId,
-            model: o.model,
-            endpoint: o.endpoint,
-            amount_nano: o.amountNano.toString(),
-          })),
-        ),
-      ],
-    );
+    const rows = await tx.query<{
+      kind: 'settled' | 'balance' | 'lost';
+      id: string;
+      amount: bigint;
+    }>(WRITE_SQL, [
+      holderId,
+      instanceId,
+      JSON.stringify(taken),
+      JSON.stringify(
+        batch.settles.map((s) => ({
+          request_id: s.requestId,
+          account_id: s.accountId,
+          key_id: s.keyId,
+          model: s.billedModel,
+          channel_id: s.channelId,
+          endpoint: s.endpoint,
+          input_tokens: s.inputTokens,
+          cache_hit_tokens: s.cacheHitTokens,
+          output_tokens: s.outputTokens,
+          reasoning_tokens: s.reasoningTokens,
+          estimated: s.estimated,
+          price_snapshot: s.priceSnapshot,
+          peak_applied: s.peakApplied,
+          campaign_id: s.campaignId,
+          cost_nano: s.costNano.toString(),
+          reserved_nano: s.amountNano.toString(),
+          capped: s.capped,
+          status: s.status,
+          http_status: s.httpStatus,
+          latency_ms: s.latencyMs,
+          upstream_request_id: s.upstreamRequestId,
+          persisted: s.persisted,
+        })),
+      ),
+      JSON.stringify(
+        batch.opens.map((o) => ({
+          request_id: o.requestId,
+          account_id: o.accountId,
+          key_id: o.keyId,
+          model: o.model,
+          endpoint: o.endpoint,
+          amount_nano: o.amountNano.toString(),
+        })),
+      ),
+    ]);
+    const settled = new Set<string>();
+    const balance = new Map<string, Nano>();
     for (const r of rows) {
-      if (r.kind === 'settled') out.balanceAfter.set(r.id, r.amount);
+      if (r.kind === 'settled') settled.add(r.id);
+      else if (r.kind === 'balance') balance.set(r.id, r.amount);
       else out.lost.set(r.id, r.amount);
+    }
+    // Each request's balance after its charge, in the batch's order: the account's balance after
+    // the write plus what the later requests of the batch took.
+    for (let i = batch.settles.length - 1; i >= 0; i--) {
+      const s = batch.settles[i]!;
+      const after = balance.get(s.accountId);
+      if (after === undefined || !settled.has(s.requestId)) continue;
+      out.balanceAfter.set(s.requestId, after);
+      balance.set(s.accountId, after + s.costNano);
     }
     // Neither settled nor lost: a peer had recovered its open record, or its request id already
     // had a usage row. Not charged.

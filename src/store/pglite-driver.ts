@@ -17,7 +17,8 @@ const INT8_OID = 20;
  */
 export function pgliteOptions(dataDir: string | null): PGliteOptions {
   const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
-  return dataDir === null ? { parsers } : { dataDir, parsers };
+  const startParams = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
+  return dataDir === null ? { parsers, startParams } : { dataDir, parsers, startParams };
 }
 
 function queryable(db: PGlite | Transaction): Queryable {

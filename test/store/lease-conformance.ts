@@ -123,6 +123,50 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       }
     });
 
+    it('a write charges each account with one ledger row that its usage rows itemise', async () => {
+      const { account, key } = await funded(YUAN);
+      const other = await funded(YUAN);
+      const store = await db.open(true);
+      const held = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          i % 2 === 0
+            ? reserve(store, account, key, 10_000n)
+            : reserve(store, other.account, other.key, 10_000n),
+        ),
+      );
+      // All forty settle in the same turn of the loop, so they share one write.
+      const results = await Promise.all(
+        held.map((h, i) => store.settle(h.id, outcome(BigInt(100 + i)))),
+      );
+      const st = await admin.statement(account.id, new Date(0), new Date(Date.now() + 60_000));
+      const usageRows = st.rows.filter((r) => r.kind === 'usage');
+      expect(usageRows).toHaveLength(1);
+      expect(usageRows[0]).toMatchObject({ requestId: null, reason: '20 requests' });
+      const items = await admin.listUsage({ accountId: account.id, limit: 100 });
+      expect(items).toHaveLength(20);
+      const itemised = items.reduce((s, u) => s + u.costNano, 0n);
+      expect(-usageRows[0]!.amountNano).toBe(itemised);
+      expect(st.usageNano).toBe(itemised);
+      // Each request's balance after its charge follows the batch's order within its account.
+      const mine = results.filter((_, i) => i % 2 === 0);
+      let balance = YUAN;
+      for (const [j, r] of mine.entries()) {
+        balance -= BigInt(100 + 2 * j);
+        expect(r).toMatchObject({ result: 'settled', balanceAfterNano: balance });
+      }
+      expect(usageRows[0]!.balanceAfterNano).toBe(balance);
+
+      // A write that charges one request names it.
+      const one = await reserve(store, account, key, 10_000n);
+      await store.settle(one.id, outcome(7n));
+      const again = await admin.statement(account.id, new Date(0), new Date(Date.now() + 60_000));
+      expect(again.rows.at(-1)).toMatchObject({
+        kind: 'usage',
+        amountNano: -7n,
+        requestId: one.id,
+      });
+    });
+
     it('two holders on one account never admit more than the balance together', async () => {
       const { account, key } = await funded(50_000n);
       const [a, b] = [await db.open(true), await db.open(true)];
