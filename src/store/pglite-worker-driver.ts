@@ -10,6 +10,7 @@ import { Worker } from 'node:worker_threads';
 import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
+import { initPgliteDataDir } from './pglite-init.ts';
 import type { WorkerReply, WorkerRequest } from './pglite-worker.ts';
 
 /** The error PGlite raised in the worker, with its SQLSTATE code when it had one. */
@@ -26,6 +27,12 @@ export class PgliteWorkerError extends Error {
 export async function createPgliteWorkerDriver(dataDir: string | null): Promise<Driver> {
   if (dataDir !== null) await mkdir(dataDir, { recursive: true });
   const unlock = dataDir === null ? null : await lockDataDir(dataDir);
+  try {
+    if (dataDir !== null) await initPgliteDataDir(dataDir);
+  } catch (err) {
+    await unlock?.();
+    throw err;
+  }
   const worker = new Worker(new URL('./pglite-worker.ts', import.meta.url), {
     workerData: { dataDir },
   });
