@@ -78,15 +78,16 @@ export interface BatchResult {
   returned: Map<string, Nano>;
 }
 
-// Batches go to the database as JSON; nano amounts (bigint) are sent as decimal strings, which
-// jsonb_to_recordset reads into int8 exactly. Converted field by field: a JSON.stringify
-// replacer for bigints cost 2.4% of the gateway's main thread under load.
+// Batches go to the database as JSON arrays of positional rows (a third less to build, send and
+// parse than objects); nano amounts (bigint) are sent as decimal strings, which ->> and ::int8
+// read exactly. Converted field by field: a JSON.stringify replacer for bigints cost 2.4% of
+// the gateway's main thread under load.
 
 // One call writes a batch (switchyard_write_batch, migrations 0003 and 0004): takes back open
 // records, settles (locks this holder's leases, drops the accounts whose lease is gone or short,
 // writes the usage rows, charges the sum of the rows written, appends one ledger row per account)
-// and writes down the requests still open. A function, so its plans are made once per session: planned on every
-// call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
+// and writes down the requests still open. A function, so its plans are made once per session:
+// planned on every call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
 const WRITE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
   FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb)`;
 
@@ -103,6 +104,39 @@ WITH x AS (
 UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
   FROM l WHERE accounts.id = l.account_id
 RETURNING accounts.id, l.amount`;
+
+/** A settlement as the positional row switchyard_write_batch reads (migration 0004). */
+function settleRow(s: SettleRecord): unknown[] {
+  return [
+    s.requestId,
+    s.accountId,
+    s.keyId,
+    s.billedModel,
+    s.channelId,
+    s.endpoint,
+    s.inputTokens,
+    s.cacheHitTokens,
+    s.outputTokens,
+    s.reasoningTokens,
+    s.estimated,
+    s.priceSnapshot,
+    s.peakApplied,
+    s.campaignId,
+    s.costNano.toString(),
+    s.amountNano.toString(),
+    s.capped,
+    s.status,
+    s.httpStatus,
+    s.latencyMs,
+    s.upstreamRequestId,
+    s.persisted,
+  ];
+}
+
+/** An open request as the positional row switchyard_write_batch reads (migration 0004). */
+function openRow(o: OpenRecord): unknown[] {
+  return [o.requestId, o.accountId, o.keyId, o.model, o.endpoint, o.amountNano.toString()];
+}
 
 /**
  * Writes one batch: one call, or a transaction when lease slack goes back too. Σ usage cost =
@@ -144,42 +178,8 @@ async function writeSteps(
       holderId,
       instanceId,
       JSON.stringify(taken),
-      JSON.stringify(
-        batch.settles.map((s) => ({
-          request_id: s.requestId,
-          account_id: s.accountId,
-          key_id: s.keyId,
-          model: s.billedModel,
-          channel_id: s.channelId,
-          endpoint: s.endpoint,
-          input_tokens: s.inputTokens,
-          cache_hit_tokens: s.cacheHitTokens,
-          output_tokens: s.outputTokens,
-          reasoning_tokens: s.reasoningTokens,
-          estimated: s.estimated,
-          price_snapshot: s.priceSnapshot,
-          peak_applied: s.peakApplied,
-          campaign_id: s.campaignId,
-          cost_nano: s.costNano.toString(),
-          reserved_nano: s.amountNano.toString(),
-          capped: s.capped,
-          status: s.status,
-          http_status: s.httpStatus,
-          latency_ms: s.latencyMs,
-          upstream_request_id: s.upstreamRequestId,
-          persisted: s.persisted,
-        })),
-      ),
-      JSON.stringify(
-        batch.opens.map((o) => ({
-          request_id: o.requestId,
-          account_id: o.accountId,
-          key_id: o.keyId,
-          model: o.model,
-          endpoint: o.endpoint,
-          amount_nano: o.amountNano.toString(),
-        })),
-      ),
+      JSON.stringify(batch.settles.map(settleRow)),
+      JSON.stringify(batch.opens.map(openRow)),
     ]);
     const settled = new Set<string>();
     const balance = new Map<string, Nano>();

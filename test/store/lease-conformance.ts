@@ -156,14 +156,32 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       }
       expect(usageRows[0]!.balanceAfterNano).toBe(balance);
 
-      // A write that charges one request names it.
+      // The usage rows keep every field, the price snapshot as an object.
+      expect(items.find((u) => u.requestId === held[0]!.id)).toMatchObject({
+        costNano: 100n,
+        reservedNano: 10_000n,
+        inputTokens: 120,
+        status: 'ok',
+        priceSnapshot: outcome(0n).priceSnapshot,
+        upstreamRequestId: 'up-1',
+      });
+
+      // A write that charges one request names it; absent fields stay SQL nulls.
       const one = await reserve(store, account, key, 10_000n);
-      await store.settle(one.id, outcome(7n));
+      await store.settle(
+        one.id,
+        outcome(7n, { priceSnapshot: null, upstreamRequestId: null, latencyMs: null }),
+      );
       const again = await admin.statement(account.id, new Date(0), new Date(Date.now() + 60_000));
       expect(again.rows.at(-1)).toMatchObject({
         kind: 'usage',
         amountNano: -7n,
         requestId: one.id,
+      });
+      expect(await admin.getUsage(one.id)).toMatchObject({
+        priceSnapshot: null,
+        upstreamRequestId: null,
+        latencyMs: null,
       });
     });
 

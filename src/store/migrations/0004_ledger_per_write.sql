@@ -5,6 +5,16 @@
 -- the write charged; its request_id is that request when it charged one, otherwise its reason
 -- counts the requests. A statement still reconciles: the usage rows sum to the ledger's.
 --
+-- Settlements and open requests now arrive as JSON arrays of positional rows, not objects: a
+-- third less to serialize, send and parse (transport and parse of a 64-settlement batch: 27-30
+-- → 18-20 µs a settlement). The positions are those of `settleRow` and `openRow` in
+-- src/store/leases.ts:
+--   settle: request_id, account_id, key_id, model, channel_id, endpoint, input_tokens,
+--     cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot, peak_applied,
+--     campaign_id, cost_nano, reserved_nano, capped, status, http_status, latency_ms,
+--     upstream_request_id, persisted
+--   open: request_id, account_id, key_id, model, endpoint, amount_nano
+--
 -- The function now returns ('settled', request_id, cost), ('balance', account_id, balance after
 -- the write) and ('lost', account_id, what the holder still has); the lease book derives each
 -- request's balance after it from the account's balance and the batch's order.
@@ -26,17 +36,21 @@ BEGIN
 
   IF jsonb_array_length(p_settles) > 0 THEN
     PERFORM 1 FROM accounts
-      WHERE id IN (SELECT DISTINCT s->>'account_id' FROM jsonb_array_elements(p_settles) s)
+      WHERE id IN (SELECT DISTINCT s->>1 FROM jsonb_array_elements(p_settles) s)
       ORDER BY id FOR UPDATE;
     RETURN QUERY
     WITH x AS (
-      SELECT * FROM jsonb_to_recordset(p_settles) AS x(request_id text, account_id text,
-        key_id text, model text, channel_id text, endpoint text, input_tokens int8,
-        cache_hit_tokens int8, output_tokens int8, reasoning_tokens int8, estimated boolean,
-        price_snapshot jsonb, peak_applied boolean, campaign_id text, cost_nano int8,
-        reserved_nano int8, capped boolean, status text, http_status int4, latency_ms int4,
-        upstream_request_id text, persisted boolean)
-       WHERE NOT x.persisted OR x.request_id = ANY (v_taken)
+      SELECT r->>0 AS request_id, r->>1 AS account_id, r->>2 AS key_id, r->>3 AS model,
+             r->>4 AS channel_id, r->>5 AS endpoint, (r->>6)::int8 AS input_tokens,
+             (r->>7)::int8 AS cache_hit_tokens, (r->>8)::int8 AS output_tokens,
+             (r->>9)::int8 AS reasoning_tokens, (r->>10)::boolean AS estimated,
+             nullif(r->11, 'null') AS price_snapshot, (r->>12)::boolean AS peak_applied,
+             r->>13 AS campaign_id,
+             (r->>14)::int8 AS cost_nano, (r->>15)::int8 AS reserved_nano,
+             (r->>16)::boolean AS capped, r->>17 AS status, (r->>18)::int4 AS http_status,
+             (r->>19)::int4 AS latency_ms, r->>20 AS upstream_request_id
+        FROM jsonb_array_elements(p_settles) r
+       WHERE NOT (r->>21)::boolean OR r->>0 = ANY (v_taken)
     ), want AS (
       SELECT account_id, sum(cost_nano)::int8 AS total FROM x GROUP BY account_id
     ), held AS (
@@ -88,10 +102,8 @@ BEGIN
   IF jsonb_array_length(p_opens) > 0 THEN
     INSERT INTO reservations (request_id, account_id, key_id, model, endpoint, amount_nano,
       instance_id, leased)
-    SELECT o.request_id, o.account_id, o.key_id, o.model, o.endpoint, o.amount_nano,
-           p_instance, true
-      FROM jsonb_to_recordset(p_opens) AS o(request_id text, account_id text, key_id text,
-           model text, endpoint text, amount_nano int8)
+    SELECT o->>0, o->>1, o->>2, o->>3, o->>4, (o->>5)::int8, p_instance, true
+      FROM jsonb_array_elements(p_opens) o
     ON CONFLICT (request_id) DO NOTHING;
   END IF;
 END
