@@ -33,6 +33,8 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
  * connections (src/relay/upstreams.ts), so 1,000 streams on one channel would queue 744 of them.
  */
 const SLOW_CHANNELS = 5;
+/** The V8 flags `npm start` serves with (package.json; decision 0016). */
+const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
@@ -179,15 +181,21 @@ async function main(): Promise<void> {
     // writes the profile when the process exits; only the load window is summarised.
     const profileDir = join(outFile !== null ? dirname(outFile) : resultsDir, `profile-${stamp}`);
     const profiling = startChild('profiled', 'gateway', gatewayArgs(null, null), [
+      ...GATEWAY_NODE_FLAGS,
       '--cpu-prof',
       `--cpu-prof-dir=${profileDir}`,
     ]);
     const started = await Promise.all([
       profiling,
       startChild('proxy', 'proxy', proxyArgs),
-      startChild('gateway', 'gateway', gatewayArgs(null, null)),
+      startChild('gateway', 'gateway', gatewayArgs(null, null), GATEWAY_NODE_FLAGS),
       skipped.gatewayPgRedis === undefined
-        ? startChild('gatewayPgRedis', 'gateway', gatewayArgs(PG_URL, REDIS_URL))
+        ? startChild(
+            'gatewayPgRedis',
+            'gateway',
+            gatewayArgs(PG_URL, REDIS_URL),
+            GATEWAY_NODE_FLAGS,
+          )
         : null,
     ]);
     const [profiled, proxy, gateway, gatewayPg] = started;

@@ -12,6 +12,9 @@ export interface MemoryMessage {
   type: 'memory';
   rssBytes: number;
   heapUsedBytes: number;
+  /** V8's committed heap (used + free pages it keeps), and memory outside it (Buffers, WASM). */
+  heapTotalBytes: number;
+  externalBytes: number;
   /** True when the heap figure was taken right after a full collection (--expose-gc). */
   afterGc: boolean;
   /** process.hrtime in µs: the clock of a .cpuprofile's timestamps (both CLOCK_MONOTONIC). */
@@ -39,7 +42,15 @@ function memory(gc: boolean): MemoryMessage {
   if (afterGc) collect();
   const m = process.memoryUsage();
   const monotonicUs = Number(process.hrtime.bigint() / 1000n);
-  return { type: 'memory', rssBytes: m.rss, heapUsedBytes: m.heapUsed, afterGc, monotonicUs };
+  return {
+    type: 'memory',
+    rssBytes: m.rss,
+    heapUsedBytes: m.heapUsed,
+    heapTotalBytes: m.heapTotal,
+    externalBytes: m.external,
+    afterGc,
+    monotonicUs,
+  };
 }
 
 /**
