@@ -15,7 +15,36 @@ export type RedisLimiterOptions = {
   windowMs?: number;
   /** Whether close() also closes the client (true when the limiter opened it). */
   ownsClient?: boolean;
+  /**
+   * How often the blacklist mirror asks Redis whether the blacklist changed (one GET of a
+   * version counter); a restriction added or lifted through another process is seen here
+   * within this time. 0 turns the mirror off: every check is an HMGET.
+   */
+  blacklistSyncMs?: number;
 };
+
+/**
+ * A local copy of the blacklist, so the check every request makes (one or two per request, before
+ * its body is read) needs no round trip: on the Postgres+Redis gateway each HMGET was a
+ * sequential Redis round trip on the request path, one event-loop turn under load. Changes made
+ * through this process apply to the copy at once; changes made elsewhere bump a version counter
+ * in Redis (in the same script), which the copy polls every `syncMs` and reloads on. It is
+ * trusted for 4 sync periods: past that (Redis unreachable, sync failing) checks go to Redis
+ * again, so the resilient limiter's policy applies as before. Entries lift by their untilMs.
+ */
+interface BlacklistMirror {
+  entries: Map<string, BlacklistEntry>;
+  version: string | null;
+  syncedAtMs: number;
+  /** A full reload at least this often, version or not (an instance that does not bump it). */
+  reloadedAtMs: number;
+  timer: NodeJS.Timeout | null;
+  syncing: boolean;
+  /** Local changes made while a reload was reading: applied again on top of what it read. */
+  changedDuringSync: Map<string, BlacklistEntry | null>;
+}
+
+const MIRROR_FULL_RELOAD_MS = 5_000;
 
 export class RedisLimiter implements Limiter {
   readonly windowMs: number;
@@ -25,6 +54,9 @@ export class RedisLimiter implements Limiter {
   /** Members and tokens are `${tag}${counter}`: unique across processes without a round trip. */
   private readonly tag: string;
   private counter: number;
+  private readonly syncMs: number;
+  private readonly mirror: BlacklistMirror;
+  private closed = false;
 
   constructor(options: RedisLimiterOptions) {
     this.client = withLimiterCommands(options.client);
@@ -33,6 +65,16 @@ export class RedisLimiter implements Limiter {
     this.ownsClient = options.ownsClient ?? false;
     this.tag = `${randomBytes(6).toString('base64url')}:`;
     this.counter = 0;
+    this.syncMs = options.blacklistSyncMs ?? 250;
+    this.mirror = {
+      entries: new Map(),
+      version: null,
+      syncedAtMs: -Infinity,
+      reloadedAtMs: -Infinity,
+      timer: null,
+      syncing: false,
+      changedDuringSync: new Map(),
+    };
   }
 
   async hitRpm(bucket: string, limit: number): Promise<RpmResult> {
@@ -77,7 +119,20 @@ export class RedisLimiter implements Limiter {
   }
 
   async isBlacklisted(source: string): Promise<BlacklistEntry | null> {
-    // One HMGET: Redis drops the hash at untilMs (PEXPIREAT on its own clock), so no script.
+    const m = this.mirror;
+    if (this.syncMs > 0 && !this.closed) {
+      if (m.timer === null) this.startMirror();
+      const now = Date.now();
+      if (now - m.syncedAtMs <= this.syncMs * 4) {
+        const entry = m.entries.get(source);
+        return entry !== undefined && entry.untilMs > now ? entry : null;
+      }
+    }
+    return this.fetchEntry(source);
+  }
+
+  /** One HMGET: Redis drops the hash at untilMs (PEXPIREAT on its own clock), so no script. */
+  private async fetchEntry(source: string): Promise<BlacklistEntry | null> {
     const [reason, untilMs, addedBy] = await this.client.hmget(
       this.entryKey(source),
       'reason',
@@ -88,11 +143,50 @@ export class RedisLimiter implements Limiter {
     return { source, reason, untilMs: Number(untilMs), addedBy: addedByOf(addedBy) };
   }
 
+  private startMirror(): void {
+    const tick = (): void => {
+      void this.syncMirror().catch(() => undefined);
+    };
+    this.mirror.timer = setInterval(tick, this.syncMs);
+    this.mirror.timer.unref();
+    tick();
+  }
+
+  /** Reloads the mirror when the version moved (or every MIRROR_FULL_RELOAD_MS). */
+  private async syncMirror(): Promise<void> {
+    const m = this.mirror;
+    if (m.syncing) return;
+    m.syncing = true;
+    try {
+      const asked = Date.now();
+      const version = await this.client.get(this.versionKey());
+      if (version !== m.version || asked - m.reloadedAtMs >= MIRROR_FULL_RELOAD_MS) {
+        const entries = await this.listBlacklist();
+        m.entries = new Map(entries.map((e) => [e.source, e]));
+        for (const [source, entry] of m.changedDuringSync) this.mirrorSet(source, entry);
+        m.version = version;
+        m.reloadedAtMs = asked;
+      }
+      m.syncedAtMs = asked;
+    } finally {
+      m.syncing = false;
+      m.changedDuringSync.clear();
+    }
+  }
+
+  /** A change made through this process: the mirror has it at once. */
+  private mirrorSet(source: string, entry: BlacklistEntry | null): void {
+    if (this.mirror.syncing) this.mirror.changedDuringSync.set(source, entry);
+    if (entry === null) this.mirror.entries.delete(source);
+    else this.mirror.entries.set(source, entry);
+  }
+
   async recordStrike(source: string, rule: StrikeRule): Promise<BlacklistEntry | null> {
     const reply = await this.client.syRecordStrike(
       `${this.prefix}strike:${rule.name}:${source}`,
       this.entryKey(source),
       this.indexKey(),
+      this.versionKey(),
       rule.max,
       rule.windowMs,
       rule.banMs,
@@ -103,31 +197,38 @@ export class RedisLimiter implements Limiter {
     if (reply === null) return null;
     if (!Array.isArray(reply) || reply.length !== 3) throw unexpected(reply);
     const [reason, untilMs, addedBy] = reply as unknown[];
-    return {
+    const entry: BlacklistEntry = {
       source,
       reason: String(reason),
       untilMs: Number(untilMs),
       addedBy: addedByOf(addedBy),
     };
+    this.mirrorSet(source, entry);
+    return entry;
   }
 
   async addToBlacklist(source: string, banMs: number, reason: string): Promise<BlacklistEntry> {
     const reply = await this.client.syAddToBlacklist(
       this.entryKey(source),
       this.indexKey(),
+      this.versionKey(),
       banMs,
       reason,
       source,
     );
-    return { source, reason, untilMs: integer(reply), addedBy: 'admin' };
+    const entry: BlacklistEntry = { source, reason, untilMs: integer(reply), addedBy: 'admin' };
+    this.mirrorSet(source, entry);
+    return entry;
   }
 
   async removeFromBlacklist(source: string): Promise<boolean> {
     const reply = await this.client.syRemoveFromBlacklist(
       this.entryKey(source),
       this.indexKey(),
+      this.versionKey(),
       source,
     );
+    this.mirrorSet(source, null);
     return integer(reply) === 1;
   }
 
@@ -158,6 +259,9 @@ export class RedisLimiter implements Limiter {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    if (this.mirror.timer !== null) clearInterval(this.mirror.timer);
+    this.mirror.timer = null;
     if (!this.ownsClient) return;
     if (this.client.status === 'ready') {
       await this.client.quit().catch(() => this.client.disconnect());
@@ -180,6 +284,10 @@ export class RedisLimiter implements Limiter {
 
   private indexKey(): string {
     return `${this.prefix}bl-index`;
+  }
+
+  private versionKey(): string {
+    return `${this.prefix}bl-version`;
   }
 }
 

@@ -72,7 +72,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 `;
 
 /**
- * KEYS[1] strike zset, KEYS[2] blacklist hash of the source, KEYS[3] blacklist index zset.
+ * KEYS[1] strike zset, KEYS[2] blacklist hash of the source, KEYS[3] blacklist index zset,
+ * KEYS[4] blacklist version (INCR on every change, so mirrors know to reload).
  * ARGV max, windowMs, banMs, member, reason, source.
  * Returns nil below max, else {reason, untilMs, addedBy} of the restriction in force.
  */
@@ -94,12 +95,13 @@ redis.call('HSET', KEYS[2], 'reason', ARGV[5], 'untilMs', untilMs, 'addedBy', 'r
 redis.call('PEXPIREAT', KEYS[2], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], untilMs, ARGV[6])
+redis.call('INCR', KEYS[4])
 return {ARGV[5], untilMs, 'rule'}
 `;
 
 /**
- * KEYS[1] blacklist hash of the source, KEYS[2] index zset. ARGV banMs, reason, source.
- * Returns untilMs.
+ * KEYS[1] blacklist hash of the source, KEYS[2] index zset, KEYS[3] version.
+ * ARGV banMs, reason, source. Returns untilMs.
  */
 const ADD_TO_BLACKLIST = `${NOW}
 local untilMs = now + tonumber(ARGV[1])
@@ -107,13 +109,18 @@ redis.call('HSET', KEYS[1], 'reason', ARGV[2], 'untilMs', untilMs, 'addedBy', 'a
 redis.call('PEXPIREAT', KEYS[1], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], untilMs, ARGV[3])
+redis.call('INCR', KEYS[3])
 return untilMs
 `;
 
-/** KEYS[1] blacklist hash, KEYS[2] index zset. ARGV source. Returns 1 if a restriction lifted. */
+/**
+ * KEYS[1] blacklist hash, KEYS[2] index zset, KEYS[3] version. ARGV source. Returns 1 if a
+ * restriction lifted.
+ */
 const REMOVE_FROM_BLACKLIST = `
 local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('INCR', KEYS[3])
 return existed
 `;
 
@@ -135,6 +142,7 @@ export type LimiterCommands = {
     strikeKey: string,
     entryKey: string,
     indexKey: string,
+    versionKey: string,
     max: number,
     windowMs: number,
     banMs: number,
@@ -145,11 +153,17 @@ export type LimiterCommands = {
   syAddToBlacklist(
     entryKey: string,
     indexKey: string,
+    versionKey: string,
     banMs: number,
     reason: string,
     source: string,
   ): Reply;
-  syRemoveFromBlacklist(entryKey: string, indexKey: string, source: string): Reply;
+  syRemoveFromBlacklist(
+    entryKey: string,
+    indexKey: string,
+    versionKey: string,
+    source: string,
+  ): Reply;
   syLiveBlacklist(indexKey: string): Reply;
 };
 
@@ -158,9 +172,9 @@ const SCRIPTS: ReadonlyArray<readonly [keyof LimiterCommands, number, string]> =
   ['syAcquireSlot', 1, ACQUIRE_SLOT],
   ['syRenewSlot', 1, RENEW_SLOT],
   ['sySlotsInUse', 1, SLOTS_IN_USE],
-  ['syRecordStrike', 3, RECORD_STRIKE],
-  ['syAddToBlacklist', 2, ADD_TO_BLACKLIST],
-  ['syRemoveFromBlacklist', 2, REMOVE_FROM_BLACKLIST],
+  ['syRecordStrike', 4, RECORD_STRIKE],
+  ['syAddToBlacklist', 3, ADD_TO_BLACKLIST],
+  ['syRemoveFromBlacklist', 3, REMOVE_FROM_BLACKLIST],
   ['syLiveBlacklist', 1, LIVE_BLACKLIST],
 ];
 

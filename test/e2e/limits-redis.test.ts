@@ -99,6 +99,15 @@ async function chat(h: Harness, key: string, model: string): Promise<Answer> {
 
 const upstreamCalls = (): number => a.mock.callCount() + b.mock.callCount();
 
+/** Polls `check` until it holds, for at most 5 s (the blacklist copies sync every 250 ms). */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('the change never reached the other gateway');
+}
+
 describe.skipIf(!redisUp)('two gateways sharing Redis', () => {
   it('admit exactly 7 of 30 requests spread over both against one RPM of 7', async () => {
     const { key, accountId } = await a.account({ balance: '10' });
@@ -156,10 +165,12 @@ describe.skipIf(!redisUp)('two gateways sharing Redis', () => {
     expect((await a.store.getAccount(accountId))?.reservedNano).toBe(0n);
   });
 
-  it('a restriction added on one gateway is enforced by the other', async () => {
+  it('a restriction added on one gateway is enforced by the other once its copy syncs', async () => {
     const { key } = await a.account({ balance: '10' });
     await a.gateway.ctx.limiter.addToBlacklist('ip:127.0.0.1', 60_000, 'e2e shared ban');
     try {
+      // Each gateway checks a local copy of the blacklist, synced every 250 ms.
+      await until(async () => (await b.gateway.ctx.limiter.isBlacklisted('ip:127.0.0.1')) !== null);
       const before = upstreamCalls();
       const refused = await chat(b, key, 'plain');
       expect(refused.status).toBe(403);
@@ -168,6 +179,7 @@ describe.skipIf(!redisUp)('two gateways sharing Redis', () => {
     } finally {
       await b.gateway.ctx.limiter.removeFromBlacklist('ip:127.0.0.1');
     }
+    await until(async () => (await a.gateway.ctx.limiter.isBlacklisted('ip:127.0.0.1')) === null);
     expect((await chat(a, key, 'plain')).status).toBe(200);
   });
 });

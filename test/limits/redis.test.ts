@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
 import { LimiterUnavailableError } from '../../src/limits/limiter.ts';
 import type { LimiterState } from '../../src/limits/limiter.ts';
@@ -46,12 +46,29 @@ if (!haveRedisServer) {
   console.warn('[limits] no redis-server binary: skipping the Redis recovery test');
 }
 
+const SYNC_MS = 50;
+
+/** Polls `check` until it holds, for at most 40 sync periods. */
+async function eventually(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 80; i++) {
+    if (await check()) return;
+    await sleep(SYNC_MS / 2);
+  }
+  throw new Error('the change never reached the other process');
+}
+
 let harnesses = 0;
 /** A limiter with its own connection, as one gateway process would have. */
 async function limiterAt(prefix: string): Promise<RedisLimiter> {
   const client = connectLimiterRedis(REDIS_URL);
   await whenRedisReady(client);
-  return new RedisLimiter({ client, keyPrefix: prefix, windowMs: WINDOW_MS, ownsClient: true });
+  return new RedisLimiter({
+    client,
+    keyPrefix: prefix,
+    windowMs: WINDOW_MS,
+    ownsClient: true,
+    blacklistSyncMs: SYNC_MS,
+  });
 }
 
 afterAll(async () => {
@@ -112,6 +129,41 @@ limiterConformance(
     const [a, b] = await Promise.all([limiterAt(prefix), limiterAt(prefix)]);
     const entry = await a.addToBlacklist('ip:5', 60_000, 'abuse');
     expect(await b.isBlacklisted('ip:5')).toEqual(entry);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('checks the blacklist from its synced copy, and sees changes made elsewhere within a sync', async () => {
+    const prefix = `${RUN_PREFIX}mirror-bl:`;
+    const [a, b] = await Promise.all([limiterAt(prefix), limiterAt(prefix)]);
+    const banned = await a.addToBlacklist('ip:6', 60_000, 'abuse');
+    await b.isBlacklisted('ip:6'); // starts b's copy
+    await eventually(async () => (await b.isBlacklisted('ip:7')) === null);
+    await sleep(SYNC_MS * 2);
+
+    // Synced: a thousand checks, not one Redis command for them.
+    const hmget = vi.spyOn(b.client, 'hmget');
+    const checks = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => b.isBlacklisted(i % 2 === 0 ? 'ip:6' : 'ip:7')),
+    );
+    expect(checks.filter((e) => e !== null)).toHaveLength(500);
+    expect(checks[0]).toEqual(banned);
+    expect(hmget).not.toHaveBeenCalled();
+
+    // A restriction added, then lifted, through the other process reaches b's copy.
+    const later = await a.addToBlacklist('ip:7', 60_000, 'more abuse');
+    await eventually(async () => (await b.isBlacklisted('ip:7')) !== null);
+    expect(await b.isBlacklisted('ip:7')).toEqual(later);
+    await a.removeFromBlacklist('ip:6');
+    await eventually(async () => (await b.isBlacklisted('ip:6')) === null);
+    // And one tripped by a rule there.
+    const rule = { name: 'auth_failure', max: 1, windowMs: 60_000, banMs: 60_000 };
+    const tripped = await a.recordStrike('ip:8', rule);
+    await eventually(async () => (await b.isBlacklisted('ip:8')) !== null);
+    expect(await b.isBlacklisted('ip:8')).toEqual(tripped);
+    // Changes made through b itself apply to its copy at once.
+    await b.removeFromBlacklist('ip:8');
+    expect(await b.isBlacklisted('ip:8')).toBeNull();
+    expect(hmget).not.toHaveBeenCalled();
     await Promise.all([a.close(), b.close()]);
   });
 });
