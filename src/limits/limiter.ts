@@ -23,6 +23,15 @@ export type SlotLease = {
   expiresAtMs: number;
 };
 
+/** A slot wanted together with an RPM hit (see `hitRpmAndAcquire`). */
+export type SlotRequest = { channelId: string; capacity: number; ttlMs: number };
+
+/**
+ * The RPM verdict, and the slot when one was asked for: the lease, 'full' when the channel had
+ * none free, 'none' when no slot was asked for or the RPM hit was refused (then none is held).
+ */
+export type RpmAndSlot = { rpm: RpmResult; slot: SlotLease | 'full' | 'none' };
+
 export type BlacklistEntry = {
   readonly source: string;
   readonly reason: string;
@@ -53,6 +62,11 @@ export interface Limiter {
    * N concurrent calls against a limit of K admit exactly min(N, K).
    */
   hitRpm(bucket: string, limit: number): Promise<RpmResult>;
+  /**
+   * `hitRpm`, then — only when it admits, and `slot` is not null — `acquireSlot`, as one call: on
+   * Redis one script and one round trip instead of two in a row on the request path.
+   */
+  hitRpmAndAcquire(bucket: string, limit: number, slot: SlotRequest | null): Promise<RpmAndSlot>;
   /** Takes one of `capacity` slots of a channel for at most `ttlMs`; null when all are taken. */
   acquireSlot(channelId: string, capacity: number, ttlMs: number): Promise<SlotLease | null>;
   /** Frees the lease's slot. Idempotent: a second release, or one after expiry, does nothing. */

@@ -2,7 +2,15 @@
 // A sweep on an unref'd timer drops idle buckets so memory stays flat under many keys.
 import { SlidingLog } from './sliding-log.ts';
 import { retryAfterSeconds } from './limiter.ts';
-import type { BlacklistEntry, Limiter, RpmResult, SlotLease, StrikeRule } from './limiter.ts';
+import type {
+  BlacklistEntry,
+  Limiter,
+  RpmAndSlot,
+  RpmResult,
+  SlotLease,
+  SlotRequest,
+  StrikeRule,
+} from './limiter.ts';
 
 export type MemoryLimiterOptions = {
   /** Length of the RPM window; 60,000 in production, shorter in tests. */
@@ -81,6 +89,17 @@ export class MemoryLimiter implements Limiter {
       resetMs,
       retryAfterSeconds: retryAfterSeconds(resetMs),
     });
+  }
+
+  async hitRpmAndAcquire(
+    bucket: string,
+    limit: number,
+    slot: SlotRequest | null,
+  ): Promise<RpmAndSlot> {
+    const rpm = await this.hitRpm(bucket, limit);
+    if (!rpm.allowed || slot === null) return { rpm, slot: 'none' };
+    const lease = await this.acquireSlot(slot.channelId, slot.capacity, slot.ttlMs);
+    return { rpm, slot: lease ?? 'full' };
   }
 
   acquireSlot(channelId: string, capacity: number, ttlMs: number): Promise<SlotLease | null> {

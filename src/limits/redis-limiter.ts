@@ -3,7 +3,15 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { retryAfterSeconds } from './limiter.ts';
-import type { BlacklistEntry, Limiter, RpmResult, SlotLease, StrikeRule } from './limiter.ts';
+import type {
+  BlacklistEntry,
+  Limiter,
+  RpmAndSlot,
+  RpmResult,
+  SlotLease,
+  SlotRequest,
+  StrikeRule,
+} from './limiter.ts';
 import { withLimiterCommands } from './redis-scripts.ts';
 import type { LimiterCommands } from './redis-scripts.ts';
 
@@ -92,6 +100,38 @@ export class RedisLimiter implements Limiter {
       resetMs,
       retryAfterSeconds: allowed === 1 ? 0 : retryAfterSeconds(resetMs),
     };
+  }
+
+  async hitRpmAndAcquire(
+    bucket: string,
+    limit: number,
+    slot: SlotRequest | null,
+  ): Promise<RpmAndSlot> {
+    const token = this.unique();
+    const reply = await this.client.syHitRpmAcquire(
+      this.prefix + bucket,
+      // No slot asked: the script never reads KEYS[2]; the bucket key stands in.
+      slot === null ? this.prefix + bucket : this.slotKey(slot.channelId),
+      limit,
+      this.windowMs,
+      this.unique(),
+      slot === null ? -1 : slot.capacity,
+      slot === null ? 0 : slot.ttlMs,
+      token,
+    );
+    if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(reply);
+    const [allowed, remaining, resetMs] = triple(reply.slice(0, 3));
+    const expiresAtMs = integer(reply[3]);
+    const rpm: RpmResult = {
+      allowed: allowed === 1,
+      limit,
+      remaining,
+      resetMs,
+      retryAfterSeconds: allowed === 1 ? 0 : retryAfterSeconds(resetMs),
+    };
+    if (slot === null || expiresAtMs === -2) return { rpm, slot: 'none' };
+    if (expiresAtMs === -1) return { rpm, slot: 'full' };
+    return { rpm, slot: { channelId: slot.channelId, token, expiresAtMs } };
   }
 
   async acquireSlot(channelId: string, capacity: number, ttlMs: number): Promise<SlotLease | null> {

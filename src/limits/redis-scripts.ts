@@ -50,6 +50,46 @@ end
 return now + ttl
 `;
 
+/**
+ * HIT_RPM then, when it admits, ACQUIRE_SLOT, atomically: KEYS[1] bucket zset, KEYS[2] channel
+ * zset; ARGV limit, windowMs, member, capacity, ttlMs, token (capacity -1: no slot asked).
+ * Returns {allowed, remaining, resetMs, expiry}: expiry -1 when the channel was full, -2 when
+ * no slot was taken (refused, or none asked).
+ */
+const HIT_RPM_ACQUIRE = `${NOW}
+local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+local count = redis.call('ZCARD', key)
+if count >= limit then
+  if count == 0 then
+    return {0, 0, window, -2}
+  end
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return {0, 0, tonumber(oldest[2]) + window - now, -2}
+end
+redis.call('ZADD', key, now, ARGV[3])
+redis.call('PEXPIRE', key, window)
+local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+local reset = tonumber(oldest[2]) + window - now
+local capacity = tonumber(ARGV[4])
+if capacity < 0 then
+  return {1, limit - count - 1, reset, -2}
+end
+local slots = KEYS[2]
+local ttl = tonumber(ARGV[5])
+redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
+if redis.call('ZCARD', slots) >= capacity then
+  return {1, limit - count - 1, reset, -1}
+end
+redis.call('ZADD', slots, now + ttl, ARGV[6])
+if redis.call('PTTL', slots) < ttl then
+  redis.call('PEXPIRE', slots, ttl)
+end
+return {1, limit - count - 1, reset, now + ttl}
+`;
+
 /** KEYS[1] channel zset. ARGV ttlMs, token. Returns the new expiry, or -1 if no longer held. */
 const RENEW_SLOT = `${NOW}
 local key = KEYS[1]
@@ -136,6 +176,16 @@ type Reply = Promise<unknown>;
 export type LimiterCommands = {
   syHitRpm(key: string, limit: number, windowMs: number, member: string): Reply;
   syAcquireSlot(key: string, capacity: number, ttlMs: number, token: string): Reply;
+  syHitRpmAcquire(
+    bucketKey: string,
+    slotKey: string,
+    limit: number,
+    windowMs: number,
+    member: string,
+    capacity: number,
+    ttlMs: number,
+    token: string,
+  ): Reply;
   syRenewSlot(key: string, ttlMs: number, token: string): Reply;
   sySlotsInUse(key: string): Reply;
   syRecordStrike(
@@ -170,6 +220,7 @@ export type LimiterCommands = {
 const SCRIPTS: ReadonlyArray<readonly [keyof LimiterCommands, number, string]> = [
   ['syHitRpm', 1, HIT_RPM],
   ['syAcquireSlot', 1, ACQUIRE_SLOT],
+  ['syHitRpmAcquire', 2, HIT_RPM_ACQUIRE],
   ['syRenewSlot', 1, RENEW_SLOT],
   ['sySlotsInUse', 1, SLOTS_IN_USE],
   ['syRecordStrike', 4, RECORD_STRIKE],

@@ -7,8 +7,10 @@ import type {
   BlacklistEntry,
   Limiter,
   LimiterState,
+  RpmAndSlot,
   RpmResult,
   SlotLease,
+  SlotRequest,
   StrikeRule,
 } from './limiter.ts';
 import { MemoryLimiter } from './memory-limiter.ts';
@@ -110,6 +112,27 @@ export class ResilientLimiter implements GatewayLimiter {
       }
     }
     return this.fallback().hitRpm(bucket, limit);
+  }
+
+  async hitRpmAndAcquire(
+    bucket: string,
+    limit: number,
+    slot: SlotRequest | null,
+  ): Promise<RpmAndSlot> {
+    if (this.connecting !== null) await this.connecting;
+    if (this.useRedis()) {
+      try {
+        const result = await this.redis.hitRpmAndAcquire(bucket, limit, slot);
+        this.succeeded();
+        return result;
+      } catch (err) {
+        // As acquireSlot: a slot the script took before a timeout expires after its ttl.
+        this.failed(err);
+      }
+    }
+    const result = await this.fallback().hitRpmAndAcquire(bucket, limit, slot);
+    if (typeof result.slot === 'object') this.fallbackLeases.add(result.slot);
+    return result;
   }
 
   async acquireSlot(channelId: string, capacity: number, ttlMs: number): Promise<SlotLease | null> {

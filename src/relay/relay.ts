@@ -10,6 +10,7 @@ import type { EndpointDef } from '../http/endpoints.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import type { StreamRelay } from '../protocols/stream-relay.ts';
 import { scrubSecrets } from '../telemetry/logging.ts';
+import type { SlotLease } from '../limits/limiter.ts';
 import type { JsonObject } from '../protocols/types.ts';
 import type { Usage } from '../protocols/usage.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
@@ -50,6 +51,8 @@ interface Admitted {
   reservedNano: Nano;
   imageSize: string | null;
   imageCount: number;
+  /** Candidates ordered at admission, and the first one's slot when it came with the RPM hit. */
+  pre: { candidates: Candidate[]; slot: SlotLease | 'full' | 'none' } | null;
 }
 
 export function styleOf(def: EndpointDef): ErrorStyle {
@@ -113,6 +116,17 @@ function validate(
   }
 }
 
+/** A slot is held at most for the channel's total time plus a margin, then frees itself. */
+function slotTtlMs(channel: Candidate['channel']): number {
+  return channel.timeouts.totalMs + 5_000;
+}
+
+function releaseQuietly(ctx: GatewayContext, lease: SlotLease, requestId: string): void {
+  ctx.limiter
+    .releaseSlot(lease)
+    .catch((err: unknown) => ctx.log.warn({ err, reqId: requestId }, 'slot release failed'));
+}
+
 async function admit(
   ctx: GatewayContext,
   table: RoutingTable,
@@ -162,7 +176,10 @@ async function admit(
     throw err;
   }
 
-  // Per-model requests per minute, in the configured scope.
+  // Per-model requests per minute, in the configured scope. The first candidate channel's
+  // capacity slot is asked for in the same limiter call (one Redis script): on the Postgres+Redis
+  // gateway the RPM hit and the slot were two round trips in a row before the upstream call.
+  let pre: Admitted['pre'] = null;
   if (model.rpm !== null) {
     const scope = table.limits.rpmScope;
     const bucket =
@@ -171,13 +188,21 @@ async function admit(
         : scope === 'key'
           ? `rpm:${model.name}:key:${caller.keyId}`
           : `rpm:${model.name}:acct:${caller.accountId}`;
-    const r = await ctx.limiter.hitRpm(bucket, model.rpm);
+    const candidates = orderCandidates(route, ctx.health, nowMs);
+    const first = candidates[0]?.channel;
+    const r = await ctx.limiter.hitRpmAndAcquire(
+      bucket,
+      model.rpm,
+      first !== undefined && first.capacity !== null
+        ? { channelId: first.id, capacity: first.capacity, ttlMs: slotTtlMs(first) }
+        : null,
+    );
     const headers: Record<string, string> = {
-      'x-ratelimit-limit-requests': String(r.limit),
-      'x-ratelimit-remaining-requests': String(r.remaining),
-      'x-ratelimit-reset-requests': `${Math.ceil(r.resetMs / 1000)}s`,
+      'x-ratelimit-limit-requests': String(r.rpm.limit),
+      'x-ratelimit-remaining-requests': String(r.rpm.remaining),
+      'x-ratelimit-reset-requests': `${Math.ceil(r.rpm.resetMs / 1000)}s`,
     };
-    if (!r.allowed) {
+    if (!r.rpm.allowed) {
       obs.rejected('rpm', 'rate_limited');
       await strike(ctx, table, caller.source, 'rate_limited');
       throw new GatewayError(
@@ -185,67 +210,74 @@ async function admit(
         `rate limit of ${model.rpm} requests per minute reached for model "${model.name}"`,
         {
           ...headers,
-          'retry-after': String(r.retryAfterSeconds),
+          'retry-after': String(r.rpm.retryAfterSeconds),
         },
       );
     }
     reply.headers(headers);
+    pre = { candidates, slot: r.slot };
   }
-
-  // Price at entry, and reserve an upper bound of the cost.
-  const snapshot = priceAtEntry(model, caller.accountId, nowMs);
-  if (snapshot === null) {
-    obs.rejected('routing', 'model_not_found');
-    throw new GatewayError('model_not_found', `model "${model.name}" has no price in force`);
-  }
-  let reservedNano: Nano;
-  if (endpoint === 'images_generations' && model.billing === 'image') {
-    reservedNano = imageCost(checked.size ?? '', checked.n, snapshot) ?? 0n;
-  } else {
-    const maxOut = checked.facts.maxTokens ?? model.maxOutputTokens;
-    reservedNano = tokenReservation(
-      inputTokenBound(bodyBytes, checked.facts.imageBlocks),
-      maxOut,
-      snapshot,
-    );
-  }
-  let reserved;
   try {
-    reserved = await ctx.store.reserve({
-      requestId,
-      accountId: caller.accountId,
-      keyId: caller.keyId,
-      model: model.name,
-      endpoint,
-      amountNano: reservedNano,
-    });
+    // Price at entry, and reserve an upper bound of the cost.
+    const snapshot = priceAtEntry(model, caller.accountId, nowMs);
+    if (snapshot === null) {
+      obs.rejected('routing', 'model_not_found');
+      throw new GatewayError('model_not_found', `model "${model.name}" has no price in force`);
+    }
+    let reservedNano: Nano;
+    if (endpoint === 'images_generations' && model.billing === 'image') {
+      reservedNano = imageCost(checked.size ?? '', checked.n, snapshot) ?? 0n;
+    } else {
+      const maxOut = checked.facts.maxTokens ?? model.maxOutputTokens;
+      reservedNano = tokenReservation(
+        inputTokenBound(bodyBytes, checked.facts.imageBlocks),
+        maxOut,
+        snapshot,
+      );
+    }
+    let reserved;
+    try {
+      reserved = await ctx.store.reserve({
+        requestId,
+        accountId: caller.accountId,
+        keyId: caller.keyId,
+        model: model.name,
+        endpoint,
+        amountNano: reservedNano,
+      });
+    } catch (err) {
+      ctx.log.error({ err, reqId: requestId }, 'store reserve failed');
+      throw new GatewayError(
+        'service_unavailable',
+        'the account store is unavailable; try again shortly',
+      );
+    }
+    if (reserved !== 'ok') {
+      obs.rejected(
+        'balance',
+        reserved === 'insufficient' ? 'insufficient_user_quota' : 'account_disabled',
+      );
+      throw reserved === 'insufficient'
+        ? new GatewayError('insufficient_user_quota')
+        : new GatewayError('account_disabled');
+    }
+    obs.admitted();
+    return {
+      model,
+      route,
+      body,
+      facts: checked.facts,
+      snapshot,
+      reservedNano,
+      imageSize: checked.size,
+      imageCount: checked.n,
+      pre,
+    };
   } catch (err) {
-    ctx.log.error({ err, reqId: requestId }, 'store reserve failed');
-    throw new GatewayError(
-      'service_unavailable',
-      'the account store is unavailable; try again shortly',
-    );
+    // Refused after the RPM hit (no price, no balance): the slot taken with it goes back.
+    if (pre !== null && typeof pre.slot === 'object') releaseQuietly(ctx, pre.slot, requestId);
+    throw err;
   }
-  if (reserved !== 'ok') {
-    obs.rejected(
-      'balance',
-      reserved === 'insufficient' ? 'insufficient_user_quota' : 'account_disabled',
-    );
-    throw reserved === 'insufficient'
-      ? new GatewayError('insufficient_user_quota')
-      : new GatewayError('account_disabled');
-  }
-  obs.admitted();
-  return {
-    model,
-    route,
-    body,
-    facts: checked.facts,
-    snapshot,
-    reservedNano,
-    imageSize: checked.size,
-    imageCount: checked.n,
-  };
 }
 
 /** Counts a strike for the blacklist rules on this event; trips the ban when a rule says so. */
@@ -364,24 +396,32 @@ async function dispatch(
   obs: RequestObserver,
   signal: AbortSignal,
 ): Promise<Dispatched> {
-  const nowMs = Date.now();
-  const candidates = orderCandidates(admitted.route, ctx.health, nowMs);
+  const candidates =
+    admitted.pre?.candidates ?? orderCandidates(admitted.route, ctx.health, Date.now());
+  // The first candidate's slot when it came with the RPM hit (admit): a lease or 'full'.
+  let given = admitted.pre?.slot ?? 'none';
   const started = performance.now();
   let attempts = 0;
   let full = 0;
   let lastFailure: AttemptFailure | null = null;
   const beta = req.headers['anthropic-beta'];
   for (const candidate of candidates) {
-    if (attempts >= ctx.relay.maxAttempts || signal.aborted) break;
+    const preSlot = given;
+    given = 'none';
+    if (attempts >= ctx.relay.maxAttempts || signal.aborted) {
+      if (typeof preSlot === 'object') releaseQuietly(ctx, preSlot, requestId);
+      break;
+    }
     const channel = candidate.channel;
     // Capacity: a full channel is skipped; its slot is held until the answer or stream ends.
     let lease = null;
     if (channel.capacity !== null) {
-      lease = await ctx.limiter.acquireSlot(
-        channel.id,
-        channel.capacity,
-        channel.timeouts.totalMs + 5_000,
-      );
+      lease =
+        preSlot === 'none'
+          ? await ctx.limiter.acquireSlot(channel.id, channel.capacity, slotTtlMs(channel))
+          : preSlot === 'full'
+            ? null
+            : preSlot;
       if (lease === null) {
         full++;
         continue;

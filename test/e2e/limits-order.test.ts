@@ -118,7 +118,7 @@ describe('permission and validation come before the RPM limit', () => {
 });
 
 describe('the RPM limit comes before the balance reservation', () => {
-  it('an account over its RPM gets 429 whatever its balance; no hold is ever left', async () => {
+  it('an account over its RPM gets 429 whatever its balance; no hold or slot is ever left', async () => {
     const poor = await h.account({ balance: '0.000001' });
     const codes: (string | null)[] = [];
     for (let i = 0; i < 3; i++) codes.push((await post(hi('rpm2'), poor.key)).code);
@@ -126,6 +126,8 @@ describe('the RPM limit comes before the balance reservation', () => {
     // for balance, the third is refused by RPM without touching the store.
     expect(codes).toEqual(['insufficient_user_quota', 'insufficient_user_quota', 'rate_limited']);
     expect((await h.store.getAccount(poor.accountId))?.reservedNano).toBe(0n);
+    // The channel slot taken together with the RPM hit went back with the refusal.
+    expect(await h.gateway.ctx.limiter.slotsInUse('oa-main')).toBe(0);
     expect(await h.store.listUsage({ accountId: poor.accountId })).toEqual([]);
   });
 });

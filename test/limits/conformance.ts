@@ -80,6 +80,39 @@ export function limiterConformance(
       });
     });
 
+    describe('RPM and a slot in one call', () => {
+      it('of 20 concurrent requests, admits exactly 5 by RPM and gives 3 of them the slots', async () => {
+        const slot = { channelId: 'ch-both', capacity: 3, ttlMs: 60_000 };
+        const results = await Promise.all(
+          Array.from({ length: 20 }, () => limiter.hitRpmAndAcquire('rpm:both', 5, slot)),
+        );
+        const allowed = results.filter((r) => r.rpm.allowed);
+        expect(allowed).toHaveLength(5);
+        const leases = allowed.flatMap((r) => (typeof r.slot === 'object' ? [r.slot] : []));
+        expect(leases).toHaveLength(3);
+        expect(new Set(leases.map((l) => l.token)).size).toBe(3);
+        expect(allowed.filter((r) => r.slot === 'full')).toHaveLength(2);
+        // A request refused by RPM holds no slot, and says when to come back.
+        const refused = results.filter((r) => !r.rpm.allowed);
+        expect(refused.every((r) => r.slot === 'none' && r.rpm.retryAfterSeconds >= 1)).toBe(true);
+        expect(await limiter.slotsInUse('ch-both')).toBe(3);
+        // The leases are ordinary: releasing one frees a slot for acquireSlot.
+        await limiter.releaseSlot(leases[0]!);
+        expect(await limiter.acquireSlot('ch-both', 3, 60_000)).not.toBeNull();
+        expect(await limiter.acquireSlot('ch-both', 3, 60_000)).toBeNull();
+      });
+
+      it('counts like hitRpm when no slot is asked for', async () => {
+        const first = await limiter.hitRpmAndAcquire('rpm:alone', 2, null);
+        expect(first).toMatchObject({
+          rpm: { allowed: true, limit: 2, remaining: 1 },
+          slot: 'none',
+        });
+        expect((await limiter.hitRpm('rpm:alone', 2)).remaining).toBe(0);
+        expect((await limiter.hitRpmAndAcquire('rpm:alone', 2, null)).rpm.allowed).toBe(false);
+      });
+    });
+
     describe('channel capacity', () => {
       it('admits exactly 3 of 20 concurrent requests to a channel of capacity 3', async () => {
         const leases = await Promise.all(
