@@ -34,7 +34,7 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
  */
 const SLOW_CHANNELS = 5;
 /** The V8 flags `npm start` serves with (package.json; decision 0016). */
-const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
+const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=32'];
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
