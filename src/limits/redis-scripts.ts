@@ -8,86 +8,64 @@ const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `;
 
-/**
- * KEYS[1] bucket zset (score = admit time, member unique per hit).
- * ARGV limit, windowMs, member. Returns {allowed 0|1, remaining, resetMs}.
- */
-const HIT_RPM = `${NOW}
-local key = KEYS[1]
+// The RPM check on KEYS[1] (bucket zset: score = admit time, member unique per hit) with ARGV
+// limit, windowMs, member: counts the hit when under the limit and leaves `allowed` (0|1),
+// `remaining` and `reset` (ms until the oldest hit leaves the window) for the script to return.
+const RPM_CHECK = `local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local count = redis.call('ZCARD', key)
+local allowed, remaining, reset = 0, 0, window
 if count < limit then
   redis.call('ZADD', key, now, ARGV[3])
   redis.call('PEXPIRE', key, window)
+  allowed, remaining = 1, limit - count - 1
+end
+if allowed == 1 or count > 0 then
   local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return {1, limit - count - 1, tonumber(oldest[2]) + window - now}
+  reset = tonumber(oldest[2]) + window - now
 end
-if count == 0 then
-  return {0, 0, window}
+`;
+
+// Takes a slot of the channel zset `slots` (score = expiry, member = lease token) for `ttl` ms
+// under `capacity`, as `expiry` (-1: full). Expired entries (a process that died holding them)
+// are purged first, so slots reclaim themselves.
+const SLOT_TAKE = `redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
+local expiry = -1
+if redis.call('ZCARD', slots) < capacity then
+  expiry = now + ttl
+  redis.call('ZADD', slots, expiry, token)
+  if redis.call('PTTL', slots) < ttl then
+    redis.call('PEXPIRE', slots, ttl)
+  end
 end
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-return {0, 0, tonumber(oldest[2]) + window - now}
+`;
+
+/** RPM_CHECK alone. Returns {allowed 0|1, remaining, resetMs}. */
+const HIT_RPM = `${NOW}${RPM_CHECK}return {allowed, remaining, reset}
 `;
 
 /**
- * KEYS[1] channel zset (score = expiry, member = lease token).
- * ARGV capacity, ttlMs, token. Returns the expiry in epoch ms, or -1 when full. Expired entries
- * (a process that died holding them) are purged first, so slots reclaim themselves.
+ * KEYS[1] channel zset. ARGV capacity, ttlMs, token. Returns the expiry in epoch ms, or -1 when
+ * full.
  */
-const ACQUIRE_SLOT = `${NOW}
-local key = KEYS[1]
-local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-if redis.call('ZCARD', key) >= tonumber(ARGV[1]) then
-  return -1
-end
-redis.call('ZADD', key, now + ttl, ARGV[3])
-if redis.call('PTTL', key) < ttl then
-  redis.call('PEXPIRE', key, ttl)
-end
-return now + ttl
+const ACQUIRE_SLOT = `${NOW}local slots, capacity, ttl, token = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+${SLOT_TAKE}return expiry
 `;
 
 /**
- * HIT_RPM then, when it admits, ACQUIRE_SLOT, atomically: KEYS[1] bucket zset, KEYS[2] channel
+ * RPM_CHECK then, when it admits, SLOT_TAKE, atomically: KEYS[1] bucket zset, KEYS[2] channel
  * zset; ARGV limit, windowMs, member, capacity, ttlMs, token (capacity -1: no slot asked).
  * Returns {allowed, remaining, resetMs, expiry}: expiry -1 when the channel was full, -2 when
  * no slot was taken (refused, or none asked).
  */
-const HIT_RPM_ACQUIRE = `${NOW}
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
-if count >= limit then
-  if count == 0 then
-    return {0, 0, window, -2}
-  end
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return {0, 0, tonumber(oldest[2]) + window - now, -2}
+const HIT_RPM_ACQUIRE = `${NOW}${RPM_CHECK}
+local slots, capacity, ttl, token = KEYS[2], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+if allowed == 0 or capacity < 0 then
+  return {allowed, remaining, reset, -2}
 end
-redis.call('ZADD', key, now, ARGV[3])
-redis.call('PEXPIRE', key, window)
-local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-local reset = tonumber(oldest[2]) + window - now
-local capacity = tonumber(ARGV[4])
-if capacity < 0 then
-  return {1, limit - count - 1, reset, -2}
-end
-local slots = KEYS[2]
-local ttl = tonumber(ARGV[5])
-redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
-if redis.call('ZCARD', slots) >= capacity then
-  return {1, limit - count - 1, reset, -1}
-end
-redis.call('ZADD', slots, now + ttl, ARGV[6])
-if redis.call('PTTL', slots) < ttl then
-  redis.call('PEXPIRE', slots, ttl)
-end
-return {1, limit - count - 1, reset, now + ttl}
+${SLOT_TAKE}return {allowed, remaining, reset, expiry}
 `;
 
 /** KEYS[1] channel zset. ARGV ttlMs, token. Returns the new expiry, or -1 if no longer held. */
