@@ -15,7 +15,8 @@ export function generateKeyPlaintext(): string {
 
 /**
  * sha256 hex of the plaintext: what `api_keys.key_hash` holds and what lookups use. Runs on
- * every request: the one-shot `hash` skips the Hash object: 0.31 µs against 0.78 µs for createHash.
+ * every request: the one-shot `hash` skips the Hash object, 0.85 µs against 1.56 µs for
+ * createHash (a fresh string each call, as from a header).
  */
 export function hashKey(plaintext: string): string {
   return hash('sha256', plaintext, 'hex');
