@@ -1,5 +1,7 @@
 // Cost of the two store calls every billed request makes (reserve before the upstream call,
-// settle after), per backend: PGlite in memory, PGlite in a data_dir, Postgres in a fresh schema.
+// settle after), per backend: PGlite in memory, PGlite in a data_dir, Postgres in a fresh schema,
+// each with one statement per call (decision 0003: CLI and tests); then the two stores as the
+// serving gateway opens them, with balance leases (decision 0013), PGlite in its worker thread.
 // Run alone: `node bench/store-bench.ts [--ops 2000] [--no-pg]`.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -11,11 +13,18 @@ import type { SqlStore } from '../src/store/sql-store.ts';
 import type { SettleOutcome } from '../src/store/store.ts';
 import { percentiles, type Percentiles } from './load.ts';
 
-export type StoreBackend = 'pglite-memory' | 'pglite-data-dir' | 'postgres';
+export type StoreBackend =
+  'pglite-memory' | 'pglite-data-dir' | 'postgres' | 'pglite-gateway' | 'postgres-gateway';
 
 export interface StoreBenchRow {
   backend: StoreBackend;
-  op: 'reserve' | 'settle' | 'reserve+settle' | 'reserve+settle, 32 accounts';
+  op:
+    | 'reserve'
+    | 'settle'
+    | 'reserve+settle'
+    | 'reserve+settle, 32 accounts'
+    | 'reserve, settle not awaited'
+    | 'same, 32 accounts';
   inFlight: number;
   ops: number;
   /** Per call, ms (sequential rows: the latency a request waits for). */
@@ -61,70 +70,73 @@ async function timed(
   return { samples, ms: performance.now() - started };
 }
 
-async function benchStore(
+/**
+ * With leases a settlement resolves when its group commit lands (writes ≥ 25 ms apart), so a
+ * caller that awaited it would time the write-behind gap. The relay does not wait for it: the
+ * lease rows time reserve alone, then reserve with the settlement left to the book, and count
+ * until every settlement is written.
+ */
+async function benchLeaseStore(
   backend: StoreBackend,
   store: SqlStore,
   ops: number,
 ): Promise<StoreBenchRow[]> {
-  const account = await store.createAccount({ name: 'bench' });
-  await store.adjustBalance(account.id, 10n ** 17n, 'topup', 'bench');
+  const { reserveAs, accounts } = await fixtures(store);
+  const rows: StoreBenchRow[] = [];
+  let seq = 0;
+  await timed(Math.min(200, ops), 1, async () => {
+    const id = reserveId('w', seq++);
+    await reserveAs(id, accounts[0]!);
+    await store.settle(id, OUTCOME);
+  });
+  const ids = Array.from({ length: ops }, () => reserveId('b', seq++));
+  rows.push(
+    rowOf(backend, 'reserve', 1, ops, await timed(ops, 1, (i) => reserveAs(ids[i]!, accounts[0]!))),
+  );
+  for (const id of ids) await store.settle(id, OUTCOME);
+  for (const [op, spread] of [
+    ['reserve, settle not awaited', 1],
+    ['same, 32 accounts', 32],
+  ] as const) {
+    const settled: Promise<unknown>[] = [];
+    const started = performance.now();
+    const r = await timed(ops, 32, async (i) => {
+      const id = reserveId('c', seq++);
+      await reserveAs(id, accounts[i % spread]!);
+      settled.push(store.settle(id, OUTCOME));
+    });
+    await Promise.all(settled);
+    rows.push(rowOf(backend, op, 32, ops, { samples: r.samples, ms: performance.now() - started }));
+  }
+  return rows;
+}
+
+let fixtureTag = 0;
+const runTag = randomBytes(3).toString('hex');
+function reserveId(kind: string, n: number): string {
+  return `req_${kind}${runTag}${fixtureTag}_${n}`;
+}
+
+/** One key, and 32 funded accounts it may bill. */
+async function fixtures(store: SqlStore): Promise<{
+  reserveAs: (id: string, accountId: string) => Promise<unknown>;
+  accounts: string[];
+}> {
+  fixtureTag++;
+  const accounts: string[] = [];
+  for (let i = 0; i < 32; i++) {
+    const a = await store.createAccount({ name: `bench-${i}` });
+    await store.adjustBalance(a.id, 10n ** 17n, 'topup', 'bench');
+    accounts.push(a.id);
+  }
   const key = await store.createKey({
-    accountId: account.id,
+    accountId: accounts[0]!,
     name: 'bench',
     allowedModels: null,
     expiresAt: null,
   });
-  const tag = randomBytes(3).toString('hex');
-  let seq = 0;
-  const reserve = (id: string) =>
+  const reserveAs = (id: string, accountId: string): Promise<unknown> =>
     store.reserve({
-      requestId: id,
-      accountId: account.id,
-      keyId: key.record.id,
-      model: 'bench-chat',
-      endpoint: 'chat',
-      amountNano: 5_000_000n,
-    });
-  const rows: StoreBenchRow[] = [];
-  const row = (
-    op: StoreBenchRow['op'],
-    inFlight: number,
-    r: { samples: number[]; ms: number },
-  ): StoreBenchRow => ({
-    backend,
-    op,
-    inFlight,
-    ops,
-    latency: percentiles(r.samples),
-    opsPerSec: Math.round(ops / (r.ms / 1000)),
-  });
-  // Warm-up: statement preparation, JIT, the first pages of each table.
-  await timed(Math.min(200, ops), 1, async () => {
-    const id = `req_w${tag}${seq++}`;
-    await reserve(id);
-    await store.settle(id, OUTCOME);
-  });
-  const ids = Array.from({ length: ops }, () => `req_b${tag}${seq++}`);
-  rows.push(row('reserve', 1, await timed(ops, 1, (i) => reserve(ids[i] as string))));
-  rows.push(row('settle', 1, await timed(ops, 1, (i) => store.settle(ids[i] as string, OUTCOME))));
-  const both = async (): Promise<void> => {
-    const id = `req_c${tag}${seq++}`;
-    await reserve(id);
-    await store.settle(id, OUTCOME);
-  };
-  rows.push(row('reserve+settle', 32, await timed(ops, 32, both)));
-  // The same load spread over 32 accounts: one account's balance row is a lock every reserve and
-  // settle of that account waits on, so this row shows what the single-account row is bound by.
-  const others: string[] = [];
-  for (let i = 0; i < 32; i++) {
-    const a = await store.createAccount({ name: `bench-${i}` });
-    await store.adjustBalance(a.id, 10n ** 17n, 'topup', 'bench');
-    others.push(a.id);
-  }
-  const spread = async (i: number): Promise<void> => {
-    const id = `req_d${tag}${seq++}`;
-    const accountId = others[i % others.length] as string;
-    await store.reserve({
       requestId: id,
       accountId,
       keyId: key.record.id,
@@ -132,10 +144,57 @@ async function benchStore(
       endpoint: 'chat',
       amountNano: 5_000_000n,
     });
+  return { reserveAs, accounts };
+}
+
+function rowOf(
+  backend: StoreBackend,
+  op: StoreBenchRow['op'],
+  inFlight: number,
+  ops: number,
+  r: { samples: number[]; ms: number },
+): StoreBenchRow {
+  return {
+    backend,
+    op,
+    inFlight,
+    ops,
+    latency: percentiles(r.samples),
+    opsPerSec: Math.round(ops / (r.ms / 1000)),
+  };
+}
+
+async function benchStore(
+  backend: StoreBackend,
+  store: SqlStore,
+  ops: number,
+): Promise<StoreBenchRow[]> {
+  const { reserveAs, accounts } = await fixtures(store);
+  const one = accounts[0]!;
+  let seq = 0;
+  const both = async (accountId: string): Promise<void> => {
+    const id = reserveId('c', seq++);
+    await reserveAs(id, accountId);
     await store.settle(id, OUTCOME);
   };
-  rows.push(row('reserve+settle, 32 accounts', 32, await timed(ops, 32, spread)));
-  return rows;
+  // Warm-up: statement preparation, JIT, the first pages of each table.
+  await timed(Math.min(200, ops), 1, () => both(one));
+  const ids = Array.from({ length: ops }, () => reserveId('b', seq++));
+  return [
+    rowOf(backend, 'reserve', 1, ops, await timed(ops, 1, (i) => reserveAs(ids[i]!, one))),
+    rowOf(backend, 'settle', 1, ops, await timed(ops, 1, (i) => store.settle(ids[i]!, OUTCOME))),
+    rowOf(backend, 'reserve+settle', 32, ops, await timed(ops, 32, () => both(one))),
+    // The same load spread over 32 accounts: one account's balance row is a lock every reserve
+    // and settle of that account waits on, so this row shows what the single-account row is
+    // bound by.
+    rowOf(
+      backend,
+      'reserve+settle, 32 accounts',
+      32,
+      ops,
+      await timed(ops, 32, (i) => both(accounts[i % accounts.length]!)),
+    ),
+  ];
 }
 
 /** Runs the store benchmark and prints a table; the Postgres rows only with a URL. */
@@ -158,6 +217,21 @@ export async function runStoreBench(opts: {
     await disk.close();
     await rm(dir, { recursive: true, force: true });
   }
+  // As the serving gateway opens its embedded store: leases, PGlite in its worker thread.
+  const gwDir = await mkdtemp(join(tmpdir(), 'switchyard-bench-store-'));
+  const gw = await openStore({
+    url: null,
+    dataDir: gwDir,
+    heartbeatMs: 0,
+    leases: true,
+    pgliteWorker: true,
+  });
+  try {
+    rows.push(...(await benchLeaseStore('pglite-gateway', gw, opts.ops)));
+  } finally {
+    await gw.close();
+    await rm(gwDir, { recursive: true, force: true });
+  }
   if (opts.pgUrl !== null) {
     const schema = `sy_bench_${randomBytes(4).toString('hex')}`;
     const admin = async (sql: string): Promise<void> => {
@@ -172,10 +246,13 @@ export async function runStoreBench(opts: {
     await admin(`CREATE SCHEMA ${schema}`);
     const url = `${opts.pgUrl}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
     const store = await openStore({ url, dataDir: null, heartbeatMs: 0 });
+    const leased = await openStore({ url, dataDir: null, heartbeatMs: 0, leases: true });
     try {
       rows.push(...(await benchStore('postgres', store, opts.ops)));
+      rows.push(...(await benchLeaseStore('postgres-gateway', leased, opts.ops)));
     } finally {
       await store.close();
+      await leased.close();
       await admin(`DROP SCHEMA ${schema} CASCADE`);
     }
   }
