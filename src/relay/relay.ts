@@ -121,8 +121,9 @@ function slotTtlMs(channel: Candidate['channel']): number {
   return channel.timeouts.totalMs + 5_000;
 }
 
-function releaseQuietly(ctx: GatewayContext, lease: SlotLease, requestId: string): void {
-  ctx.limiter
+/** Frees a slot; a failure is logged, never thrown (the slot expires by its ttl anyway). */
+function releaseQuietly(ctx: GatewayContext, lease: SlotLease, requestId: string): Promise<void> {
+  return ctx.limiter
     .releaseSlot(lease)
     .catch((err: unknown) => ctx.log.warn({ err, reqId: requestId }, 'slot release failed'));
 }
@@ -275,7 +276,7 @@ async function admit(
     };
   } catch (err) {
     // Refused after the RPM hit (no price, no balance): the slot taken with it goes back.
-    if (pre !== null && typeof pre.slot === 'object') releaseQuietly(ctx, pre.slot, requestId);
+    if (pre !== null && typeof pre.slot === 'object') void releaseQuietly(ctx, pre.slot, requestId);
     throw err;
   }
 }
@@ -409,7 +410,7 @@ async function dispatch(
     const preSlot = given;
     given = 'none';
     if (attempts >= ctx.relay.maxAttempts || signal.aborted) {
-      if (typeof preSlot === 'object') releaseQuietly(ctx, preSlot, requestId);
+      if (typeof preSlot === 'object') void releaseQuietly(ctx, preSlot, requestId);
       break;
     }
     const channel = candidate.channel;
@@ -431,9 +432,7 @@ async function dispatch(
     const release = async (): Promise<void> => {
       if (released || lease === null) return;
       released = true;
-      await ctx.limiter
-        .releaseSlot(lease)
-        .catch((err: unknown) => ctx.log.warn({ err }, 'slot release failed'));
+      await releaseQuietly(ctx, lease, requestId);
     };
     if (attempts > 0)
       await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
