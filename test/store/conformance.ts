@@ -69,6 +69,25 @@ export function requestId(): string {
   return `req-${Date.now().toString(36)}-${seq}`;
 }
 
+/** Reserves `amountNano` for a new request id of the key's account on `on`. */
+export async function reserveOn(
+  on: SqlStore,
+  account: Account,
+  key: ApiKey,
+  amountNano: bigint,
+): Promise<{ id: string; result: string }> {
+  const id = requestId();
+  const result = await on.reserve({
+    requestId: id,
+    accountId: account.id,
+    keyId: key.id,
+    model: 'deepseek-chat',
+    endpoint: 'chat_completions',
+    amountNano,
+  });
+  return { id, result };
+}
+
 export function describeStoreConformance(backend: string, harness: StoreHarness): void {
   describe(`store (${backend})`, () => {
     let db: StoreDatabase;
@@ -104,22 +123,13 @@ export function describeStoreConformance(backend: string, harness: StoreHarness)
       return account;
     }
 
-    async function reserveFor(
+    function reserveFor(
       account: Account,
       key: ApiKey,
       amountNano: bigint,
       on: SqlStore = store,
     ): Promise<{ id: string; result: string }> {
-      const id = requestId();
-      const result = await on.reserve({
-        requestId: id,
-        accountId: account.id,
-        keyId: key.id,
-        model: 'deepseek-chat',
-        endpoint: 'chat_completions',
-        amountNano,
-      });
-      return { id, result };
+      return reserveOn(on, account, key, amountNano);
     }
 
     describe('migrations', () => {

@@ -8,7 +8,7 @@ import type { Driver } from '../../src/store/driver.ts';
 import type { SqlStore } from '../../src/store/sql-store.ts';
 import type { Account, ApiKey } from '../../src/store/store.ts';
 import type { StoreDatabase, StoreHarness } from './conformance.ts';
-import { outcome, requestId, YUAN } from './conformance.ts';
+import { outcome, reserveOn, YUAN } from './conformance.ts';
 
 /** Counts what reaches the database through a store's driver (the book shares the object). */
 function countCalls(driver: Driver): { queries: number; transactions: number; fail: number } {
@@ -62,34 +62,15 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       return { account, key: record };
     }
 
-    function reserve(
-      on: SqlStore,
-      account: Account,
-      key: ApiKey,
-      amountNano: bigint,
-    ): Promise<{ id: string; result: string }> {
-      const id = requestId();
-      return on
-        .reserve({
-          requestId: id,
-          accountId: account.id,
-          keyId: key.id,
-          model: 'deepseek-chat',
-          endpoint: 'chat_completions',
-          amountNano,
-        })
-        .then((result) => ({ id, result }));
-    }
-
     it('admits from the lease without a database round trip once it is granted', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open(true);
       const calls = countCalls(store.driver);
-      expect((await reserve(store, account, key, 1000n)).result).toBe('ok');
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
       const afterFirst = calls.queries + calls.transactions;
       expect(afterFirst).toBe(1); // one statement grew the lease
       const more = await Promise.all(
-        Array.from({ length: 10 }, () => reserve(store, account, key, 1000n)),
+        Array.from({ length: 10 }, () => reserveOn(store, account, key, 1000n)),
       );
       expect(more.every((r) => r.result === 'ok')).toBe(true);
       expect(calls.queries + calls.transactions).toBe(afterFirst);
@@ -99,7 +80,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       const { account, key } = await funded(YUAN);
       const store = await db.open(true);
       const held = await Promise.all(
-        Array.from({ length: 100 }, () => reserve(store, account, key, 10_000n)),
+        Array.from({ length: 100 }, () => reserveOn(store, account, key, 10_000n)),
       );
       const calls = countCalls(store.driver);
       const results = await Promise.all(
@@ -130,8 +111,8 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       const held = await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
           i % 2 === 0
-            ? reserve(store, account, key, 10_000n)
-            : reserve(store, other.account, other.key, 10_000n),
+            ? reserveOn(store, account, key, 10_000n)
+            : reserveOn(store, other.account, other.key, 10_000n),
         ),
       );
       // All forty settle in the same turn of the loop, so they share one write.
@@ -167,7 +148,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       });
 
       // A write that charges one request names it; absent fields stay SQL nulls.
-      const one = await reserve(store, account, key, 10_000n);
+      const one = await reserveOn(store, account, key, 10_000n);
       await store.settle(
         one.id,
         outcome(7n, { priceSnapshot: null, upstreamRequestId: null, latencyMs: null }),
@@ -189,7 +170,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       const { account, key } = await funded(50_000n);
       const [a, b] = [await db.open(true), await db.open(true)];
       const results = await Promise.all(
-        Array.from({ length: 120 }, (_, i) => reserve(i % 2 === 0 ? a : b, account, key, 1000n)),
+        Array.from({ length: 120 }, (_, i) => reserveOn(i % 2 === 0 ? a : b, account, key, 1000n)),
       );
       const admitted = results.filter((r) => r.result === 'ok').length;
       expect(admitted).toBeLessThanOrEqual(50);
@@ -201,7 +182,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
     it('gives idle slack back, and a negative adjustment takes the slack first', async () => {
       const { account, key } = await funded(YUAN);
       const idle = await db.open({ idleReturnMs: 30 });
-      const h = await reserve(idle, account, key, 1000n);
+      const h = await reserveOn(idle, account, key, 1000n);
       await idle.settle(h.id, outcome(400n));
       expect((await admin.getAccount(account.id))?.leasedNano).not.toBe(0n);
       for (let i = 0; i < 100 && (await admin.getAccount(account.id))?.leasedNano !== 0n; i++)
@@ -213,7 +194,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       });
 
       const busy = await db.open(true);
-      const h2 = await reserve(busy, account, key, 1000n);
+      const h2 = await reserveOn(busy, account, key, 1000n);
       await busy.settle(h2.id, outcome(600n));
       // Everything that is left, through the holder of the lease: its slack goes back first.
       await busy.adjustBalance(account.id, -(YUAN - 1000n), 'adjust', 'refund');
@@ -227,7 +208,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
     it('writes an open request down within its window, so recovery can resolve it', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open({ writeOpenAfterMs: 10 });
-      const h = await reserve(store, account, key, 5000n);
+      const h = await reserveOn(store, account, key, 5000n);
       let rows: { leased: boolean }[] = [];
       for (let i = 0; i < 100 && rows.length === 0; i++) {
         await sleep(10);
@@ -245,7 +226,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       // and recovery later counted that request a second time.
       const { account, key } = await funded(YUAN);
       const store = await db.open(true);
-      const h = await reserve(store, account, key, 3000n);
+      const h = await reserveOn(store, account, key, 3000n);
       const writing = store.book!.flush();
       await null; // the write has picked the open record up
       const settled = store.settle(h.id, outcome(1000n));
@@ -264,7 +245,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
     it('a paused holder whose lease was recovered never charges twice', async () => {
       const { account, key } = await funded(YUAN);
       const paused = await db.open(true);
-      const written = await reserve(paused, account, key, 2000n);
+      const written = await reserveOn(paused, account, key, 2000n);
       await paused.book?.flush();
       await admin.driver.query(
         `UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`,
@@ -279,7 +260,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       // It wakes up: the request already has its outcome, and new ones lease afresh.
       expect(await paused.settle(written.id, outcome(1500n))).toEqual({ result: 'duplicate' });
       await paused.heartbeat();
-      const fresh = await reserve(paused, account, key, 2000n);
+      const fresh = await reserveOn(paused, account, key, 2000n);
       expect(fresh.result).toBe('ok');
       expect(await paused.settle(fresh.id, outcome(700n))).toMatchObject({ costNano: 700n });
       const after = await admin.getAccount(account.id);
@@ -294,7 +275,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
     it('keeps outcomes through a failed write and writes them once the database answers', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open(true);
-      const h = await reserve(store, account, key, 1000n);
+      const h = await reserveOn(store, account, key, 1000n);
       const calls = countCalls(store.driver);
       calls.fail = 2;
       const settled = await store.settle(h.id, outcome(321n));
@@ -307,8 +288,8 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
     it('a closing holder writes what is open and gives its slack back', async () => {
       const { account, key } = await funded(YUAN);
       const leaving = await db.open(true);
-      const done = await reserve(leaving, account, key, 1000n);
-      const open = await reserve(leaving, account, key, 3000n);
+      const done = await reserveOn(leaving, account, key, 1000n);
+      const open = await reserveOn(leaving, account, key, 3000n);
       await leaving.settle(done.id, outcome(100n));
       await leaving.close();
       expect(await admin.getAccount(account.id)).toMatchObject({
