@@ -52,12 +52,14 @@ export async function startChild(
   proc: string,
   args: unknown,
   execArgv: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<BenchChild> {
   const file = fileURLToPath(new URL(`./procs/${proc}.ts`, import.meta.url));
   const child = fork(file, [JSON.stringify(args)], {
     execPath: process.execPath,
     execArgv: ['--expose-gc', ...execArgv],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...env },
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const send = (msg: ParentMessage): void => {

@@ -33,8 +33,9 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
  * connections (src/relay/upstreams.ts), so 1,000 streams on one channel would queue 744 of them.
  */
 const SLOW_CHANNELS = 5;
-/** The V8 flags `npm start` serves with (package.json; decision 0016). */
+/** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=32'];
+const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
@@ -180,21 +181,24 @@ async function main(): Promise<void> {
     // The profiled gateway starts now with the others (it idles until its section): --cpu-prof
     // writes the profile when the process exits; only the load window is summarised.
     const profileDir = join(outFile !== null ? dirname(outFile) : resultsDir, `profile-${stamp}`);
-    const profiling = startChild('profiled', 'gateway', gatewayArgs(null, null), [
-      ...GATEWAY_NODE_FLAGS,
-      '--cpu-prof',
-      `--cpu-prof-dir=${profileDir}`,
-    ]);
+    const profiling = startChild(
+      'profiled',
+      'gateway',
+      gatewayArgs(null, null),
+      [...GATEWAY_NODE_FLAGS, '--cpu-prof', `--cpu-prof-dir=${profileDir}`],
+      GATEWAY_ENV,
+    );
     const started = await Promise.all([
       profiling,
       startChild('proxy', 'proxy', proxyArgs),
-      startChild('gateway', 'gateway', gatewayArgs(null, null), GATEWAY_NODE_FLAGS),
+      startChild('gateway', 'gateway', gatewayArgs(null, null), GATEWAY_NODE_FLAGS, GATEWAY_ENV),
       skipped.gatewayPgRedis === undefined
         ? startChild(
             'gatewayPgRedis',
             'gateway',
             gatewayArgs(PG_URL, REDIS_URL),
             GATEWAY_NODE_FLAGS,
+            GATEWAY_ENV,
           )
         : null,
     ]);

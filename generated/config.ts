@@ -138,6 +138,24 @@ export interface GatewaySettings {
    * Peer addresses whose X-Forwarded-For is believed (exact IPs).
    */
   trusted_proxies?: string[];
+  /**
+   * After a load burst, give its memory back once the event loop is idle: one memory-reducing collection (a 100–200 ms pause, only when idle). V8 alone keeps a burst's heap for good.
+   */
+  memory_trim?: {
+    enabled?: boolean;
+    /**
+     * How often to look; the event loop must have been idle over the whole period.
+     */
+    check_seconds?: number;
+    /**
+     * Event-loop utilisation (0–1) under which a period counts as idle.
+     */
+    idle_below?: number;
+    /**
+     * Trim when this much looks reclaimable: RSS grown since the last trim (or start), or V8 heap held beyond its use.
+     */
+    min_reclaim_mb?: number;
+  };
   body_limit_bytes?: number;
   default_max_output_tokens?: number;
 }

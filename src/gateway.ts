@@ -19,6 +19,7 @@ import { openStore } from './store/open-store.ts';
 import type { Store } from './store/store.ts';
 import type { RoutingTable } from './table/types.ts';
 import { createTelemetry, type Telemetry } from './telemetry/gateway-telemetry.ts';
+import { MemoryTrimmer, processProbe } from './telemetry/memory-trimmer.ts';
 
 export interface GatewayOptions {
   configDir: string;
@@ -53,6 +54,8 @@ export interface Gateway {
   telemetry: Telemetry;
   close(): Promise<void>;
 }
+
+const mb = (bytes: number): number => Math.round(bytes / 1e5) / 10;
 
 function usesDemo(table: RoutingTable): boolean {
   for (const ch of table.channels.values()) if (ch.baseUrl === 'builtin:demo') return true;
@@ -185,6 +188,24 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         )
       : null;
 
+  const trimmer = new MemoryTrimmer(
+    () => tables.current.gateway.memoryTrim,
+    processProbe(),
+    (t) => {
+      telemetry.metrics.memoryTrims.labels().inc();
+      telemetry.metrics.memoryTrimSeconds.labels().inc(t.pauseMs / 1000);
+      log.info(
+        {
+          rssBeforeMB: mb(t.rssBeforeBytes),
+          rssAfterMB: mb(t.rssAfterBytes),
+          pauseMs: Math.round(t.pauseMs),
+        },
+        'idle after a burst: memory returned',
+      );
+    },
+  );
+  trimmer.start();
+
   let closed = false;
   return {
     app,
@@ -196,6 +217,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     async close() {
       if (closed) return;
       closed = true;
+      trimmer.stop();
       await tables.close();
       await metricsServer?.close();
       await app.close();

@@ -233,6 +233,12 @@ function compileGateway(c: Compiler, item: Item<GatewaySettings> | null): Gatewa
       readonlyToken: orNull(c.str(it, '/admin/readonly_token', g.admin?.readonly_token, true)),
     },
     trustedProxies: g.trusted_proxies ?? [],
+    memoryTrim: {
+      enabled: g.memory_trim?.enabled ?? true,
+      checkMs: Math.round((g.memory_trim?.check_seconds ?? 5) * 1000),
+      idleBelow: g.memory_trim?.idle_below ?? 0.05,
+      minReclaimBytes: (g.memory_trim?.min_reclaim_mb ?? 32) * 1024 * 1024,
+    },
     bodyLimitBytes: g.body_limit_bytes ?? 10 * 1024 * 1024,
     defaultMaxOutputTokens: g.default_max_output_tokens ?? 4096,
   };

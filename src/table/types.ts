@@ -146,6 +146,8 @@ export interface GatewayEntry {
   metrics: { enabled: boolean; port: number | null; token: string | null };
   admin: { token: string | null; readonlyToken: string | null };
   trustedProxies: readonly string[];
+  /** See src/telemetry/memory-trimmer.ts. */
+  memoryTrim: { enabled: boolean; checkMs: number; idleBelow: number; minReclaimBytes: number };
   bodyLimitBytes: number;
   defaultMaxOutputTokens: number;
 }

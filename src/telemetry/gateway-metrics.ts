@@ -42,6 +42,9 @@ export interface GatewayMetrics {
   readonly redisErrors: Counter;
   /** 1 while the limiter is failing open or closed because Redis is unreachable, else 0. */
   readonly limiterDegraded: Gauge;
+  /** Memory-reducing collections run after a burst (src/telemetry/memory-trimmer.ts). */
+  readonly memoryTrims: Counter;
+  readonly memoryTrimSeconds: Counter;
   /** Moves the info gauge to `version`, dropping the previous version's series. */
   setConfigVersion(version: string): void;
   /** Counts a reload; on success also moves the version and the last-reload timestamp. */
@@ -125,6 +128,17 @@ export function createGatewayMetrics(): GatewayMetrics {
     [],
   );
 
+  const memoryTrims = r.counter(
+    'switchyard_memory_trims_total',
+    'Memory-reducing collections run once the event loop was idle after a burst.',
+    [],
+  );
+  const memoryTrimSeconds = r.counter(
+    'switchyard_memory_trim_seconds_total',
+    'Event-loop time spent in those collections.',
+    [],
+  );
+
   let currentVersion: string | null = null;
   const setConfigVersion = (version: string): void => {
     if (currentVersion === version) return;
@@ -150,6 +164,8 @@ export function createGatewayMetrics(): GatewayMetrics {
     storeErrors,
     redisErrors,
     limiterDegraded,
+    memoryTrims,
+    memoryTrimSeconds,
     setConfigVersion,
     recordReload(result, version, nowMs) {
       configReloads.labels(result).inc();

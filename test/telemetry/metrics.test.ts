@@ -177,6 +177,8 @@ describe("the gateway's metrics", () => {
     ['switchyard_store_errors_total', 'counter'],
     ['switchyard_redis_errors_total', 'counter'],
     ['switchyard_limiter_degraded', 'gauge'],
+    ['switchyard_memory_trims_total', 'counter'],
+    ['switchyard_memory_trim_seconds_total', 'counter'],
   ];
 
   it('exposes every family with its type, and the unlabelled ones at 0 before any traffic', () => {
@@ -186,6 +188,7 @@ describe("the gateway's metrics", () => {
     expect(sampleValue(families, 'switchyard_store_errors_total')).toBe(0);
     expect(sampleValue(families, 'switchyard_redis_errors_total')).toBe(0);
     expect(sampleValue(families, 'switchyard_limiter_degraded')).toBe(0);
+    expect(sampleValue(families, 'switchyard_memory_trims_total')).toBe(0);
   });
 
   it('counts a served request with its tokens, cost and latency', () => {
