@@ -9,6 +9,7 @@ import type { Driver } from './driver.ts';
 import { randomBase62 } from './ids.ts';
 import type { Batch, BatchResult, OpenRecord, SettleRecord } from './leases.ts';
 import { growLease, writeBatch } from './leases.ts';
+import { PriceSnapshotCatalog } from './price-snapshots.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
 import { StoreError } from './store.ts';
 
@@ -79,6 +80,8 @@ const retryDelay = (failures: number): number =>
 export class LeaseBook {
   readonly holderId: string;
   private readonly driver: Driver;
+  /** Which price snapshots this book has written (migration 0005). */
+  private readonly snapshots = new PriceSnapshotCatalog();
   private readonly instanceId: string;
   private readonly writeOpenAfterMs: number;
   private readonly idleReturnMs: number;
@@ -382,7 +385,7 @@ export class LeaseBook {
     for (const o of opens) o.writing = true;
     let result: BatchResult;
     try {
-      result = await writeBatch(this.driver, this.holderId, this.instanceId, batch);
+      result = await writeBatch(this.driver, this.holderId, this.instanceId, batch, this.snapshots);
     } catch (err) {
       // Nothing was written: put it all back for the next try.
       for (const o of opens) o.writing = false;

@@ -4,7 +4,8 @@
 
 import type { Nano } from '../billing/money.ts';
 import type { Driver, Queryable } from './driver.ts';
-import type { ReserveInput, SettleOutcome } from './store.ts';
+import type { PriceSnapshotCatalog, SnapshotRef } from './price-snapshots.ts';
+import type { PriceSnapshot, ReserveInput, SettleOutcome } from './store.ts';
 
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
@@ -83,13 +84,13 @@ export interface BatchResult {
 // read exactly. Converted field by field: a JSON.stringify replacer for bigints cost 2.4% of
 // the gateway's main thread under load.
 
-// One call writes a batch (switchyard_write_batch, migrations 0003 and 0004): takes back open
-// records, settles (locks this holder's leases, drops the accounts whose lease is gone or short,
+// One call writes a batch (switchyard_write_batch, migrations 0003-0005): stores the price
+// snapshots new to this writer, takes back open records, settles (locks this holder's leases, drops the accounts whose lease is gone or short,
 // writes the usage rows, charges the sum of the rows written, appends one ledger row per account)
 // and writes down the requests still open. A function, so its plans are made once per session:
 // planned on every call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
 const WRITE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
-  FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb)`;
+  FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, $6::jsonb)`;
 
 // Gives back the part of a lease that holds nothing; a lease down to 0 is dropped.
 const SHRINK_SQL = `
@@ -105,8 +106,11 @@ UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
   FROM l WHERE accounts.id = l.account_id
 RETURNING accounts.id, l.amount`;
 
-/** A settlement as the positional row switchyard_write_batch reads (migration 0004). */
-function settleRow(s: SettleRecord): unknown[] {
+/**
+ * A settlement as the positional row switchyard_write_batch reads (migrations 0004 and 0005):
+ * position 11 is the price snapshot's id, 22 its entry time.
+ */
+function settleRow(s: SettleRecord, ref: SnapshotRef): unknown[] {
   return [
     s.requestId,
     s.accountId,
@@ -119,7 +123,7 @@ function settleRow(s: SettleRecord): unknown[] {
     s.outputTokens,
     s.reasoningTokens,
     s.estimated,
-    s.priceSnapshot,
+    ref.id,
     s.peakApplied,
     s.campaignId,
     s.costNano.toString(),
@@ -130,6 +134,7 @@ function settleRow(s: SettleRecord): unknown[] {
     s.latencyMs,
     s.upstreamRequestId,
     s.persisted,
+    ref.pricedAtMs,
   ];
 }
 
@@ -148,10 +153,14 @@ export async function writeBatch(
   holderId: string,
   instanceId: string,
   batch: Batch,
+  snapshots: PriceSnapshotCatalog,
 ): Promise<BatchResult> {
-  return batch.shrinks.length > 0
-    ? driver.transaction((tx) => writeSteps(tx, holderId, instanceId, batch))
-    : writeSteps(driver, holderId, instanceId, batch);
+  const pending = new Map<string, PriceSnapshot>();
+  const result = await (batch.shrinks.length > 0
+    ? driver.transaction((tx) => writeSteps(tx, holderId, instanceId, batch, snapshots, pending))
+    : writeSteps(driver, holderId, instanceId, batch, snapshots, pending));
+  snapshots.markStored(pending.keys());
+  return result;
 }
 
 async function writeSteps(
@@ -159,6 +168,8 @@ async function writeSteps(
   holderId: string,
   instanceId: string,
   batch: Batch,
+  snapshots: PriceSnapshotCatalog,
+  pending: Map<string, PriceSnapshot>,
 ): Promise<BatchResult> {
   const out: BatchResult = {
     balanceAfter: new Map(),
@@ -178,8 +189,11 @@ async function writeSteps(
       holderId,
       instanceId,
       JSON.stringify(taken),
-      JSON.stringify(batch.settles.map(settleRow)),
+      JSON.stringify(
+        batch.settles.map((s) => settleRow(s, snapshots.ref(s.priceSnapshot, pending))),
+      ),
       JSON.stringify(batch.opens.map(openRow)),
+      JSON.stringify([...pending]),
     ]);
     const settled = new Set<string>();
     const balance = new Map<string, Nano>();

@@ -1,6 +1,7 @@
 // Database rows (snake_case, as the drivers return them) and their mapping to the camelCase
 // records of store.ts. int8 arrives as bigint from both drivers (see pg-driver, pglite-driver).
 
+import { joinSnapshot } from './price-snapshots.ts';
 import type {
   Account,
   AccountStatus,
@@ -60,7 +61,11 @@ export interface UsageRow {
   output_tokens: bigint;
   reasoning_tokens: bigint;
   estimated: boolean;
+  /** Written inline (before migration 0005, and by the one-statement path). */
   price_snapshot: PriceSnapshot | null;
+  /** Or by reference: price_snapshots' row (joined in as shared_snapshot) and the entry time. */
+  shared_snapshot: PriceSnapshot | null;
+  priced_at_ms: bigint | null;
   peak_applied: boolean;
   campaign_id: string | null;
   cost_nano: bigint;
@@ -139,7 +144,7 @@ export function toUsageRecord(r: UsageRow): UsageRecord {
     outputTokens: Number(r.output_tokens),
     reasoningTokens: Number(r.reasoning_tokens),
     estimated: r.estimated,
-    priceSnapshot: r.price_snapshot,
+    priceSnapshot: joinSnapshot(r.price_snapshot, r.shared_snapshot, r.priced_at_ms),
     peakApplied: r.peak_applied,
     campaignId: r.campaign_id,
     costNano: r.cost_nano,

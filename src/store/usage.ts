@@ -10,10 +10,12 @@ import { StoreError } from './store.ts';
 const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 
+// A usage row with its price snapshot's shared part when it was written by reference (0005).
+const USAGE_FROM = `SELECT u.*, ps.snapshot AS shared_snapshot
+  FROM usage_log u LEFT JOIN price_snapshots ps ON ps.id = u.price_snapshot_id`;
+
 export async function getUsage(db: Queryable, requestId: string): Promise<UsageRecord | null> {
-  const rows = await db.query<UsageRow>('SELECT * FROM usage_log WHERE request_id = $1', [
-    requestId,
-  ]);
+  const rows = await db.query<UsageRow>(`${USAGE_FROM} WHERE u.request_id = $1`, [requestId]);
   return rows[0] === undefined ? null : toUsageRecord(rows[0]);
 }
 
@@ -24,19 +26,19 @@ export async function listUsage(db: Queryable, filter: UsageFilter): Promise<Usa
     params.push(value);
     where.push(clause.replace('?', `$${params.length}`));
   };
-  if (filter.accountId != null) add('account_id = ?', filter.accountId);
-  if (filter.keyId != null) add('key_id = ?', filter.keyId);
-  if (filter.model != null) add('model = ?', filter.model);
-  if (filter.from != null) add('created_at >= ?::timestamptz', filter.from);
-  if (filter.to != null) add('created_at < ?::timestamptz', filter.to);
+  if (filter.accountId != null) add('u.account_id = ?', filter.accountId);
+  if (filter.keyId != null) add('u.key_id = ?', filter.keyId);
+  if (filter.model != null) add('u.model = ?', filter.model);
+  if (filter.from != null) add('u.created_at >= ?::timestamptz', filter.from);
+  if (filter.to != null) add('u.created_at < ?::timestamptz', filter.to);
   const limit = filter.limit ?? DEFAULT_LIMIT;
   if (!Number.isSafeInteger(limit) || limit < 1) {
     throw new StoreError('invalid_argument', 'limit must be a positive integer');
   }
   params.push(Math.min(limit, MAX_LIMIT));
   const rows = await db.query<UsageRow>(
-    `SELECT * FROM usage_log ${where.length > 0 ? 'WHERE ' + where.join(' AND ') : ''}
-      ORDER BY created_at DESC, request_id DESC LIMIT $${params.length}`,
+    `${USAGE_FROM} ${where.length > 0 ? 'WHERE ' + where.join(' AND ') : ''}
+      ORDER BY u.created_at DESC, u.request_id DESC LIMIT $${params.length}`,
     params,
   );
   return rows.map(toUsageRecord);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
 import type { SqlStore } from '../../src/store/sql-store.ts';
-import type { Account, ApiKey } from '../../src/store/store.ts';
+import type { Account, ApiKey, PriceSnapshot } from '../../src/store/store.ts';
 import type { StoreDatabase, StoreHarness } from './conformance.ts';
 import { outcome, reserveOn, YUAN } from './conformance.ts';
 
@@ -164,6 +164,60 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
         upstreamRequestId: null,
         latencyMs: null,
       });
+    });
+
+    it('stores each price snapshot once, and gives every request its own back', async () => {
+      const { account, key } = await funded(YUAN);
+      const [a, b] = [await db.open(true), await db.open(true)];
+      const tag = `snap-${Math.random().toString(36).slice(2)}`;
+      const snap = (output: string, pricedAt: string | null): PriceSnapshot => ({
+        tag,
+        inputNanoPerToken: '2000',
+        outputNanoPerToken: output,
+        campaignId: null,
+        ...(pricedAt === null ? {} : { pricedAt }),
+      });
+      const at = (ms: number): string =>
+        new Date(Date.UTC(2026, 10, 21, 9, 0, 0, ms)).toISOString();
+      // One writer: four requests on one price, one on another, one snapshot without an entry time.
+      const given = [
+        snap('8000', at(1)),
+        snap('8000', at(2)),
+        snap('8000', at(3)),
+        snap('8000', at(999)),
+      ];
+      given.push(snap('9000', at(4)), snap('8000', null));
+      // The first write fails once: what it carried must still be stored by the retry.
+      const calls = countCalls(a.driver);
+      const held = await Promise.all(given.map(() => reserveOn(a, account, key, 1000n)));
+      calls.fail = 1;
+      await Promise.all(
+        held.map((h, i) => a.settle(h.id, outcome(10n, { priceSnapshot: given[i]! }))),
+      );
+      // Later writes by the same writer and by another one, on a snapshot already stored.
+      const later = [
+        await reserveOn(a, account, key, 1000n),
+        await reserveOn(b, account, key, 1000n),
+      ];
+      await a.settle(later[0]!.id, outcome(10n, { priceSnapshot: snap('8000', at(5)) }));
+      await b.settle(later[1]!.id, outcome(10n, { priceSnapshot: snap('8000', at(6)) }));
+
+      for (const [i, h] of held.entries()) {
+        expect((await admin.getUsage(h.id))?.priceSnapshot).toEqual(given[i]);
+      }
+      expect((await admin.getUsage(later[0]!.id))?.priceSnapshot).toEqual(snap('8000', at(5)));
+      expect((await admin.getUsage(later[1]!.id))?.priceSnapshot).toEqual(snap('8000', at(6)));
+      const listed = await admin.listUsage({ accountId: account.id, limit: 100 });
+      expect(
+        listed.map((u) => u.priceSnapshot).filter((p) => p?.pricedAt === at(999)),
+      ).toHaveLength(1);
+      const stored = await admin.driver.query<{ n: bigint }>(
+        `SELECT count(*) AS n FROM price_snapshots WHERE snapshot->>'tag' = $1`,
+        [tag],
+      );
+      // Two: the 8000 price (with or without an entry time, its shared part is the same) and 9000.
+      expect(Number(stored[0]?.n)).toBe(2);
+      await Promise.all([a.close(), b.close()]);
     });
 
     it('two holders on one account never admit more than the balance together', async () => {
