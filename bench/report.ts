@@ -27,6 +27,8 @@ export interface OpenStreamsResult {
   /** Streams that had their first event when the sample was taken. */
   opened: number;
   openMs: number;
+  /** How long the side idled before the streams opened (rssBeforeMB is read after it). */
+  idleBeforeMs: number;
   rssBeforeMB: number;
   rssOpenMB: number;
   rssAfterMB: number;
@@ -296,7 +298,7 @@ export function printReport(r: BenchResults): void {
   );
   for (const [side, os] of Object.entries(r.memory.openStreams)) {
     console.log(
-      `open streams (${SIDE_LABELS[side as SideId]}): ${os.opened}/${os.streams} open in ${os.openMs} ms; RSS ${os.rssBeforeMB.toFixed(1)} → ${os.rssOpenMB.toFixed(1)} MB open → ${os.rssAfterMB.toFixed(1)} MB after; ${os.errors} errors`,
+      `open streams (${SIDE_LABELS[side as SideId]}): ${os.opened}/${os.streams} open in ${os.openMs} ms; RSS ${os.idleBeforeMs > 0 ? `(idle ${os.idleBeforeMs / 1000} s) ` : ''}${os.rssBeforeMB.toFixed(1)} → ${os.rssOpenMB.toFixed(1)} MB open → ${os.rssAfterMB.toFixed(1)} MB after; ${os.errors} errors`,
     );
   }
   const c = r.config;

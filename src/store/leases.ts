@@ -182,7 +182,7 @@ async function writeSteps(
 
   if (taken.length > 0 || batch.settles.length > 0 || batch.opens.length > 0) {
     const rows = await tx.query<{
-      kind: 'settled' | 'balance' | 'lost';
+      kind: 'unsettled' | 'balance' | 'lost';
       id: string;
       amount: bigint;
     }>(WRITE_SQL, [
@@ -195,10 +195,11 @@ async function writeSteps(
       JSON.stringify(batch.opens.map(openRow)),
       JSON.stringify([...pending]),
     ]);
-    const settled = new Set<string>();
+    // The settlements the call did not write (a peer recovered them, or a duplicate id).
+    const unsettled = new Set<string>();
     const balance = new Map<string, Nano>();
     for (const r of rows) {
-      if (r.kind === 'settled') settled.add(r.id);
+      if (r.kind === 'unsettled') unsettled.add(r.id);
       else if (r.kind === 'balance') balance.set(r.id, r.amount);
       else out.lost.set(r.id, r.amount);
     }
@@ -207,7 +208,7 @@ async function writeSteps(
     for (let i = batch.settles.length - 1; i >= 0; i--) {
       const s = batch.settles[i]!;
       const after = balance.get(s.accountId);
-      if (after === undefined || !settled.has(s.requestId)) continue;
+      if (after === undefined || unsettled.has(s.requestId)) continue;
       out.balanceAfter.set(s.requestId, after);
       balance.set(s.accountId, after + s.costNano);
     }
