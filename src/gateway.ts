@@ -188,23 +188,28 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         )
       : null;
 
-  const trimmer = new MemoryTrimmer(
-    () => tables.current.gateway.memoryTrim,
-    processProbe(),
-    (t) => {
-      telemetry.metrics.memoryTrims.labels().inc();
-      telemetry.metrics.memoryTrimSeconds.labels().inc(t.pauseMs / 1000);
-      log.info(
-        {
-          rssBeforeMB: mb(t.rssBeforeBytes),
-          rssAfterMB: mb(t.rssAfterBytes),
-          pauseMs: Math.round(t.pauseMs),
-        },
-        'idle after a burst: memory returned',
-      );
-    },
-  );
-  trimmer.start();
+  const probe = processProbe();
+  if (probe === null) log.warn('memory trim unavailable: this Node cannot collect on request');
+  const trimmer =
+    probe === null
+      ? null
+      : new MemoryTrimmer(
+          () => tables.current.gateway.memoryTrim,
+          probe,
+          (t) => {
+            telemetry.metrics.memoryTrims.labels().inc();
+            telemetry.metrics.memoryTrimSeconds.labels().inc(t.pauseMs / 1000);
+            log.info(
+              {
+                rssBeforeMB: mb(t.rssBeforeBytes),
+                rssAfterMB: mb(t.rssAfterBytes),
+                pauseMs: Math.round(t.pauseMs),
+              },
+              'idle after a burst: memory returned',
+            );
+          },
+        );
+  trimmer?.start();
 
   let closed = false;
   return {
@@ -217,7 +222,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     async close() {
       if (closed) return;
       closed = true;
-      trimmer.stop();
+      trimmer?.stop();
       await tables.close();
       await metricsServer?.close();
       await app.close();

@@ -41,21 +41,29 @@ type GcFunction = (options?: { type: 'major'; execution: 'sync'; flavor: 'last-r
 
 /**
  * V8's gc function without exposing `gc` to the gateway's own global: --expose-gc is set only
- * while a fresh context is made, and the function is taken from that context.
+ * while a fresh context is made, and the function is taken from that context. Null where V8's
+ * flags cannot be changed at run time.
  */
-function gcFunction(): GcFunction {
+function gcFunction(): GcFunction | null {
   const exposed = (globalThis as { gc?: GcFunction }).gc;
   if (exposed !== undefined) return exposed;
-  setFlagsFromString('--expose-gc');
   try {
-    return runInNewContext('gc') as GcFunction;
-  } finally {
-    setFlagsFromString('--no-expose-gc');
+    setFlagsFromString('--expose-gc');
+    try {
+      const gc: unknown = runInNewContext('typeof gc === "function" ? gc : null');
+      return typeof gc === 'function' ? (gc as GcFunction) : null;
+    } finally {
+      setFlagsFromString('--no-expose-gc');
+    }
+  } catch {
+    return null;
   }
 }
 
-export function processProbe(): MemoryTrimProbe {
+/** The running process, or null when this Node cannot run a collection on request. */
+export function processProbe(): MemoryTrimProbe | null {
   const gc = gcFunction();
+  if (gc === null) return null;
   let last: EventLoopUtilization = performance.eventLoopUtilization();
   return {
     utilization() {
