@@ -28,6 +28,7 @@ function fakeProcess(rss: number): MemoryTrimProbe & {
   heapAfterCollect: number;
   afterCollect: number;
   collections: number;
+  advance(ms: number): void;
 } {
   let now = 0;
   return {
@@ -53,6 +54,9 @@ function fakeProcess(rss: number): MemoryTrimProbe & {
       now += 120;
     },
     nowMs: () => now,
+    advance(ms) {
+      now += ms;
+    },
   };
 }
 
@@ -81,8 +85,11 @@ describe('the memory trimmer', () => {
     // Still idle, and nothing grew since: no second trim.
     p.rss = 230 * MB;
     expect(t.check()).toBeNull();
-    // 64 MB over the trimmed level is worth one again.
+    // 64 MB over the trimmed level is worth one again, but not within a minute of the last.
     p.rss = 254 * MB + 1;
+    p.advance(50_000);
+    expect(t.check()).toBeNull();
+    p.advance(10_000);
     p.afterCollect = 200 * MB;
     expect(t.check()?.rssAfterBytes).toBe(200 * MB);
     expect(p.collections).toBe(2);
