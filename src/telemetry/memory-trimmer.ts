@@ -4,7 +4,7 @@
 // of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When the event loop has
 // been nearly idle for a whole check period after a busy one, or after memory grew past its level
 // at the last trim, one memory-reducing full collection (V8's "last resort": compacts the old space, shrinks the
-// young generation, releases pooled pages) takes it back: 371 → 190 MB, a 100–140 ms pause.
+// young generation, releases pooled pages) takes it back: 371 → 190 MB, a 100–210 ms pause.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
