@@ -26,9 +26,16 @@ export interface ResultMessage {
   result: unknown;
 }
 
-export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage;
+/** A gateway's memory trim was switched (its config reloaded). */
+export interface TrimSetMessage {
+  type: 'trim-set';
+  enabled: boolean;
+}
 
-export type ParentMessage = { type: 'memory'; gc: boolean } | { type: 'stop' };
+export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage | TrimSetMessage;
+
+export type ParentMessage =
+  { type: 'memory'; gc: boolean } | { type: 'trim'; enabled: boolean } | { type: 'stop' };
 
 /** Sends a message to the parent; a child forked without IPC just prints it. */
 export function toParent(msg: ChildMessage): void {
@@ -57,7 +64,10 @@ function memory(gc: boolean): MemoryMessage {
  * Answers memory requests and stops on 'stop' (or when the parent goes away): `close` runs, then
  * the process exits normally, so --cpu-prof writes its profile.
  */
-export function serveParent(close: () => Promise<void>): void {
+export function serveParent(
+  close: () => Promise<void>,
+  setTrim: ((enabled: boolean) => Promise<void>) | null = null,
+): void {
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
@@ -72,7 +82,12 @@ export function serveParent(close: () => Promise<void>): void {
   };
   process.on('message', (msg: ParentMessage) => {
     if (msg.type === 'memory') toParent(memory(msg.gc));
-    else if (msg.type === 'stop') stop();
+    else if (msg.type === 'trim' && setTrim !== null) {
+      setTrim(msg.enabled).then(
+        () => toParent({ type: 'trim-set', enabled: msg.enabled }),
+        (err: unknown) => console.error(err),
+      );
+    } else if (msg.type === 'stop') stop();
   });
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
