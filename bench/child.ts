@@ -10,8 +10,6 @@ export interface BenchChild {
   key: string;
   pid: number;
   memory(gc: boolean): Promise<MemoryMessage>;
-  /** Switches a gateway's memory trim (gateway.memory_trim.enabled, by a config reload). */
-  setTrim(enabled: boolean): Promise<void>;
   /** The child's one `result` message (the config child sends one and exits). */
   result(): Promise<unknown>;
   stop(): Promise<void>;
@@ -81,11 +79,6 @@ export async function startChild(
       const reply = waitFor(child, 'memory', 10_000);
       send({ type: 'memory', gc });
       return reply;
-    },
-    async setTrim(enabled) {
-      const reply = waitFor(child, 'trim-set', 30_000);
-      send({ type: 'trim', enabled });
-      await reply;
     },
     async result() {
       if (oneShot === null) throw new Error(`${name} sends no result`);

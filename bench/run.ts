@@ -320,10 +320,6 @@ async function main(): Promise<void> {
       });
     }
 
-    // The gateways' memory trim is off until here (bench/procs/gateway.ts): a trim in an idle
-    // gateway would take a core from the side being timed. From here on it is on, as deployed.
-    await Promise.all([gateway, gatewayPg].map((c) => c?.setTrim(true)));
-
     // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
     // up to longRunRequests, or as many as longRunMaxMs allows.
     log(`long run: up to ${P.longRunRequests} requests through the gateway`);

@@ -55,18 +55,13 @@ const channel = (id: string): string => `  - id: ${id}
     timeouts: { connect_ms: 2000, first_byte_ms: 30000, total_ms: 120000 }`;
 const slow = Array.from({ length: args.slowChannels }, (_, i) => `up-slow-${i}`);
 
-// The memory trim starts off: an idle gateway's trim is ~200 ms of collections on one of the two
-// cores the other sides are measured on. bench/run.ts turns it on for the memory sections.
-const gatewayYaml = (trim: boolean): string => `gateway:
+const files: Record<string, string> = {
+  'gateway.yaml': `gateway:
   listen: { host: 127.0.0.1, port: 0 }
   store: { url: "${storeUrl}", data_dir: "${join(dir, 'store')}" }
   telemetry: { exporter: none }
   metrics: { enabled: true }
-  memory_trim: { enabled: ${trim} }
-`;
-
-const files: Record<string, string> = {
-  'gateway.yaml': gatewayYaml(false),
+`,
   'channels.yaml': `channels:\n${[channel('up-main'), ...slow.map(channel)].join('\n')}\n`,
   'models.yaml': `models:
   - name: bench-chat
@@ -135,16 +130,11 @@ async function dropRedisKeys(url: string): Promise<void> {
   await admin.quit();
 }
 
-async function setTrim(enabled: boolean): Promise<void> {
-  await writeFile(join(dir, 'gateway.yaml'), gatewayYaml(enabled));
-  if (!(await gateway.tables.reload())) throw new Error(gateway.tables.status.lastError ?? '');
-}
-
 serveParent(async () => {
   await gateway.close();
   if (limiter !== null) await limiter.close();
   if (args.redisUrl !== null) await dropRedisKeys(args.redisUrl);
   if (args.pgUrl !== null) await pgAdmin(`DROP SCHEMA ${schema} CASCADE`);
   await rm(dir, { recursive: true, force: true });
-}, setTrim);
+});
 toParent({ type: 'ready', url: gateway.url, key: key.plaintext });

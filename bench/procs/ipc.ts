@@ -26,16 +26,9 @@ export interface ResultMessage {
   result: unknown;
 }
 
-/** A gateway's memory trim was switched (its config reloaded). */
-export interface TrimSetMessage {
-  type: 'trim-set';
-  enabled: boolean;
-}
+export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage;
 
-export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage | TrimSetMessage;
-
-export type ParentMessage =
-  { type: 'memory'; gc: boolean } | { type: 'trim'; enabled: boolean } | { type: 'stop' };
+export type ParentMessage = { type: 'memory'; gc: boolean } | { type: 'stop' };
 
 /** Sends a message to the parent; a child forked without IPC just prints it. */
 export function toParent(msg: ChildMessage): void {
@@ -64,10 +57,7 @@ function memory(gc: boolean): MemoryMessage {
  * Answers memory requests and stops on 'stop' (or when the parent goes away): `close` runs, then
  * the process exits normally, so --cpu-prof writes its profile.
  */
-export function serveParent(
-  close: () => Promise<void>,
-  setTrim: ((enabled: boolean) => Promise<void>) | null = null,
-): void {
+export function serveParent(close: () => Promise<void>): void {
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
@@ -82,12 +72,7 @@ export function serveParent(
   };
   process.on('message', (msg: ParentMessage) => {
     if (msg.type === 'memory') toParent(memory(msg.gc));
-    else if (msg.type === 'trim' && setTrim !== null) {
-      setTrim(msg.enabled).then(
-        () => toParent({ type: 'trim-set', enabled: msg.enabled }),
-        (err: unknown) => console.error(err),
-      );
-    } else if (msg.type === 'stop') stop();
+    else if (msg.type === 'stop') stop();
   });
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
