@@ -151,14 +151,16 @@ export class MemoryTrimmer {
 
   start(): void {
     if (this.timer !== null) return;
-    const tick = (): void => {
-      this.check();
-      this.timer = setTimeout(tick, this.settings().checkMs);
+    const schedule = (): void => {
+      this.timer = setTimeout(() => {
+        this.check();
+        schedule();
+      }, this.settings().checkMs);
       this.timer.unref();
     };
+    // The first period's utilisation counts from now, not from the process's start.
     this.probe.utilization();
-    this.timer = setTimeout(tick, this.settings().checkMs);
-    this.timer.unref();
+    schedule();
   }
 
   stop(): void {
