@@ -35,7 +35,7 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
  */
 const SLOW_CHANNELS = 5;
 /** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
-const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=32'];
+const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
 const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
