@@ -2,7 +2,13 @@
 // wait for its URL, ask for its memory, stop it and wait for a clean exit.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ChildMessage, MemoryMessage, ParentMessage, ReadyMessage } from './procs/ipc.ts';
+import type {
+  ChildMessage,
+  LatenessMessage,
+  MemoryMessage,
+  ParentMessage,
+  ReadyMessage,
+} from './procs/ipc.ts';
 
 export interface BenchChild {
   name: string;
@@ -10,6 +16,8 @@ export interface BenchChild {
   key: string;
   pid: number;
   memory(gc: boolean): Promise<MemoryMessage>;
+  /** The canary's timer lateness within the windows (process.hrtime µs); canary only. */
+  lateness(windows: [number, number][]): Promise<LatenessMessage>;
   /** The child's one `result` message (the config child sends one and exits). */
   result(): Promise<unknown>;
   stop(): Promise<void>;
@@ -78,6 +86,11 @@ export async function startChild(
     async memory(gc) {
       const reply = waitFor(child, 'memory', 10_000);
       send({ type: 'memory', gc });
+      return reply;
+    },
+    async lateness(windows) {
+      const reply = waitFor(child, 'lateness', 10_000);
+      send({ type: 'lateness', windows });
       return reply;
     },
     async result() {

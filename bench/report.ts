@@ -37,6 +37,13 @@ export interface OpenStreamsResult {
   firstError: string | null;
 }
 
+export interface HostStall {
+  samples: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
 export interface BenchResults {
   startedAt: string;
   finishedAt: string;
@@ -53,7 +60,15 @@ export interface BenchResults {
   skipped: Partial<Record<SideId, string>>;
   sides: SideId[];
   throughput: Partial<Record<SideId, ClosedLoopResult>>;
-  latency: { ratePerSec: number; results: Partial<Record<SideId, OpenLoopResult>> };
+  latency: {
+    ratePerSec: number;
+    results: Partial<Record<SideId, OpenLoopResult>>;
+    /**
+     * How late an idle process's 2 ms timer woke while each side was measured (ms): the host's
+     * own stalls, a floor under that side's tail (bench/procs/canary.ts).
+     */
+    hostStall: Partial<Record<SideId, HostStall>>;
+  };
   stream: Partial<Record<SideId, StreamLoopResult>>;
   memory: {
     afterWarmup: Partial<Record<SideId, MemorySample>>;
@@ -117,6 +132,20 @@ function rows(r: BenchResults): Row[] {
       unit: 'ms',
       digits: 3,
       value: (s) => l(s)?.latency.max ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `host stall during @${rate}/s p99`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => r.latency.hostStall[s]?.p99 ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `host stall during @${rate}/s max`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => r.latency.hostStall[s]?.max ?? null,
       compare: 'diff',
     },
     {

@@ -12,7 +12,15 @@ import pg from 'pg';
 import { startChild, type BenchChild } from './child.ts';
 import { summariseProfileFile } from './cpuprofile-summary.ts';
 import { runLimitsBench } from './limits-bench.ts';
-import { chatBody, closedLoop, holdStreams, openLoop, streamLoop, type Target } from './load.ts';
+import {
+  chatBody,
+  closedLoop,
+  holdStreams,
+  interleavedOpenLoop,
+  openLoop,
+  streamLoop,
+  type Target,
+} from './load.ts';
 import type { ConfigArgs, ConfigBenchResult } from './procs/config.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import type { ProxyArgs } from './procs/proxy.ts';
@@ -50,6 +58,7 @@ const P = quick
       throughputMs: 1000,
       maxRate: 300,
       openLoopMs: 1000,
+      latencySlices: 2,
       openLoopConnections: 64,
       streamChunks: 30,
       streamGapMs: 1,
@@ -79,6 +88,8 @@ const P = quick
       throughputMs: 10_000,
       maxRate: 500,
       openLoopMs: 10_000,
+      // The open loop's 10 s per side are taken in 1 s turns (interleavedOpenLoop in load.ts).
+      latencySlices: 10,
       openLoopConnections: 128,
       streamChunks: 100,
       streamGapMs: 1,
@@ -246,7 +257,7 @@ async function main(): Promise<void> {
       skipped,
       sides,
       throughput: {},
-      latency: { ratePerSec: 0, results: {} },
+      latency: { ratePerSec: 0, results: {}, hostStall: {} },
       stream: {},
       memory: {
         afterWarmup: {},
@@ -290,20 +301,38 @@ async function main(): Promise<void> {
     const rate = Math.max(10, Math.min(P.maxRate, Math.floor(slowest / 2 / 10) * 10));
     results.latency.ratePerSec = rate;
     for (const side of sides) {
-      log(`open loop at ${rate}/s: ${side}`);
+      log(`open loop at ${rate}/s, warm-up: ${side}`);
       await openLoop(target(side), {
         ratePerSec: rate,
         durationMs: Math.min(1000, P.warmupMs),
         body: chat,
         connections: P.openLoopConnections,
       });
-      results.latency.results[side] = await openLoop(target(side), {
+    }
+    log(
+      `open loop at ${rate}/s: ${P.latencySlices} slices of ${P.openLoopMs / P.latencySlices} ms a side, in turns`,
+    );
+    // Started for this section only: its 500 wake-ups a second would tax the throughput runs.
+    const canary = await startChild('canary', 'canary', {});
+    children.push(canary);
+    const windows = new Map<SideId, [number, number][]>();
+    results.latency.results = await interleavedOpenLoop(
+      sides.map((id) => ({ id, target: target(id) })),
+      {
         ratePerSec: rate,
-        durationMs: P.openLoopMs,
+        sliceMs: P.openLoopMs / P.latencySlices,
+        slices: P.latencySlices,
         body: chat,
         connections: P.openLoopConnections,
-      });
+        onSlice: (id, fromUs, toUs) =>
+          windows.set(id, [...(windows.get(id) ?? []), [fromUs, toUs]]),
+      },
+    );
+    for (const side of sides) {
+      const { samples, p50, p99, max } = await canary.lateness(windows.get(side) ?? []);
+      results.latency.hostStall[side] = { samples, p50, p99, max };
     }
+    await canary.stop();
 
     // Streams: time to first and last token.
     for (const side of sides) {

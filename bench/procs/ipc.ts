@@ -26,9 +26,22 @@ export interface ResultMessage {
   result: unknown;
 }
 
-export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage;
+/** The host-stall canary's timer lateness over the windows it was asked about (ms). */
+export interface LatenessMessage {
+  type: 'lateness';
+  samples: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
 
-export type ParentMessage = { type: 'memory'; gc: boolean } | { type: 'stop' };
+export type ChildMessage = ReadyMessage | MemoryMessage | ResultMessage | LatenessMessage;
+
+export type ParentMessage =
+  | { type: 'memory'; gc: boolean }
+  | { type: 'stop' }
+  /** Windows in process.hrtime µs (CLOCK_MONOTONIC, the same clock in every process). */
+  | { type: 'lateness'; windows: [number, number][] };
 
 /** Sends a message to the parent; a child forked without IPC just prints it. */
 export function toParent(msg: ChildMessage): void {
@@ -57,7 +70,10 @@ function memory(gc: boolean): MemoryMessage {
  * Answers memory requests and stops on 'stop' (or when the parent goes away): `close` runs, then
  * the process exits normally, so --cpu-prof writes its profile.
  */
-export function serveParent(close: () => Promise<void>): void {
+export function serveParent(
+  close: () => Promise<void>,
+  onOther?: (msg: ParentMessage) => void,
+): void {
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
@@ -73,6 +89,7 @@ export function serveParent(close: () => Promise<void>): void {
   process.on('message', (msg: ParentMessage) => {
     if (msg.type === 'memory') toParent(memory(msg.gc));
     else if (msg.type === 'stop') stop();
+    else onOther?.(msg);
   });
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);

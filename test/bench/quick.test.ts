@@ -44,6 +44,8 @@ describe('npm run bench:quick', () => {
       expect(r.throughput[side]?.rps, side).toBeGreaterThan(0);
       expect(r.latency.results[side]?.latency.p50, side).toBeGreaterThan(0);
       expect(r.latency.results[side]?.latency.p99, side).toBeGreaterThan(0);
+      // The host-stall canary woke during each side's slices (lateness itself may be 0).
+      expect(r.latency.hostStall[side]?.samples, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttlt.p50, side).toBeGreaterThan(0);
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
