@@ -12,6 +12,11 @@ export type LimitsBenchRow = {
   ops: number;
   usPerOp: number;
   opsPerSec: number;
+  /**
+   * Calls that failed (counted, not thrown): on this shared host a stall can outlast the Redis
+   * client's command timeout, and one such call used to end the whole benchmark run.
+   */
+  errors: number;
 };
 
 type Op = (i: number) => Promise<unknown>;
@@ -34,14 +39,25 @@ function operations(limiter: Limiter): Array<[LimitsBenchRow['op'], Op]> {
   ];
 }
 
-async function measure(op: Op, ops: number, inFlight: number): Promise<number> {
+async function measure(
+  op: Op,
+  ops: number,
+  inFlight: number,
+): Promise<{ us: number; errors: number }> {
   let next = 0;
+  let errors = 0;
   const worker = async (): Promise<void> => {
-    while (next < ops) await op(next++);
+    while (next < ops) {
+      try {
+        await op(next++);
+      } catch {
+        errors++;
+      }
+    }
   };
   const started = process.hrtime.bigint();
   await Promise.all(Array.from({ length: inFlight }, worker));
-  return Number(process.hrtime.bigint() - started) / 1000;
+  return { us: Number(process.hrtime.bigint() - started) / 1000, errors };
 }
 
 async function benchBackend(
@@ -54,7 +70,7 @@ async function benchBackend(
   for (const [name, op] of operations(limiter)) {
     await measure(op, Math.min(ops, 2_000), 1); // warm-up: JIT, script load
     for (const inFlight of IN_FLIGHT) {
-      const us = await measure(op, ops, inFlight);
+      const { us, errors } = await measure(op, ops, inFlight);
       rows.push({
         backend,
         op: name,
@@ -62,6 +78,7 @@ async function benchBackend(
         ops,
         usPerOp: Math.round((us / ops) * 100) / 100,
         opsPerSec: Math.round(ops / (us / 1e6)),
+        errors,
       });
     }
   }
@@ -104,11 +121,11 @@ export async function runLimitsBench(opts: {
   }
 
   console.log(`limiter cost per call (${opts.ops} ops each)`);
-  console.log('backend  operation        in flight     µs/op        ops/s');
+  console.log('backend  operation        in flight     µs/op        ops/s   errors');
   for (const r of rows) {
     console.log(
       `${r.backend.padEnd(8)} ${r.op.padEnd(16)} ${String(r.inFlight).padStart(9)} ` +
-        `${r.usPerOp.toFixed(2).padStart(9)} ${String(r.opsPerSec).padStart(12)}`,
+        `${r.usPerOp.toFixed(2).padStart(9)} ${String(r.opsPerSec).padStart(12)} ${String(r.errors).padStart(8)}`,
     );
   }
   return rows;
