@@ -16,6 +16,7 @@ import {
   chatBody,
   closedLoop,
   holdStreams,
+  interleavedClosedLoop,
   interleavedOpenLoop,
   openLoop,
   streamLoop,
@@ -56,6 +57,7 @@ const P = quick
       concurrency: 16,
       warmupMs: 300,
       throughputMs: 1000,
+      throughputSlices: 2,
       maxRate: 300,
       openLoopMs: 1000,
       latencySlices: 2,
@@ -86,6 +88,9 @@ const P = quick
       // 2,824 req/s against 4,558 in the next 5 s (scratch run, thread CPU from /proc).
       warmupMs: 10_000,
       throughputMs: 10_000,
+      // Taken in 1 s turns (interleavedClosedLoop): with four sides each idles 3 s between its
+      // turns, too short for a 5 s memory-trim period to read as idle (decision 0018).
+      throughputSlices: 10,
       maxRate: 500,
       openLoopMs: 10_000,
       // The open loop's 10 s per side are taken in 1 s turns (interleavedOpenLoop in load.ts).
@@ -279,9 +284,9 @@ async function main(): Promise<void> {
       },
     };
 
-    // Non-streamed throughput at fixed concurrency, each side warmed up first.
+    // Non-streamed throughput at fixed concurrency: each side warmed up, then all measured in turns.
     for (const side of sides) {
-      log(`throughput: ${side}`);
+      log(`throughput warm-up: ${side}`);
       await closedLoop(target(side), {
         concurrency: P.concurrency,
         durationMs: P.warmupMs,
@@ -289,12 +294,19 @@ async function main(): Promise<void> {
       });
       const c = child[side];
       if (c !== undefined) results.memory.afterWarmup[side] = await memorySample(c, 0, false);
-      results.throughput[side] = await closedLoop(target(side), {
-        concurrency: P.concurrency,
-        durationMs: P.throughputMs,
-        body: chat,
-      });
     }
+    log(
+      `throughput: ${P.throughputSlices} slices of ${P.throughputMs / P.throughputSlices} ms a side, in turns`,
+    );
+    results.throughput = await interleavedClosedLoop(
+      sides.map((id) => ({ id, target: target(id) })),
+      {
+        concurrency: P.concurrency,
+        sliceMs: P.throughputMs / P.throughputSlices,
+        slices: P.throughputSlices,
+        body: chat,
+      },
+    );
 
     // Added latency at a rate every side sustains: at most half the slowest side's throughput.
     const slowest = Math.min(...sides.map((s) => results.throughput[s]?.rps ?? 0));
