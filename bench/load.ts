@@ -131,6 +131,17 @@ export interface ClosedLoopResult {
   latency: Percentiles;
 }
 
+/** Runs `slice` for every side in `rounds` rounds, one side at a time, the order rotating. */
+async function inTurns<S>(
+  sides: readonly S[],
+  rounds: number,
+  slice: (side: S) => Promise<void>,
+): Promise<void> {
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < sides.length; i++) await slice(sides[(round + i) % sides.length]!);
+  }
+}
+
 /** What one side's closed-loop slices gathered. */
 interface ClosedLoopSink {
   latencies: number[];
@@ -221,17 +232,14 @@ export async function interleavedClosedLoop<K extends string>(
     pool: new Pool(s.target.url, { connections: opts.concurrency, pipelining: 1 }),
     sink: newClosedSink(),
   }));
-  for (let round = 0; round < opts.slices; round++) {
-    for (let i = 0; i < runs.length; i++) {
-      const run = runs[(round + i) % runs.length]!;
-      await closedSlice(
-        run.pool,
-        run.target,
-        { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
-        run.sink,
-      );
-    }
-  }
+  await inTurns(runs, opts.slices, (run) =>
+    closedSlice(
+      run.pool,
+      run.target,
+      { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
+      run.sink,
+    ),
+  );
   const out = {} as Record<K, ClosedLoopResult>;
   for (const run of runs) {
     await run.pool.close();
@@ -355,19 +363,16 @@ export async function interleavedOpenLoop<K extends string>(
     sink: newSink(),
   }));
   const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
-  for (let round = 0; round < opts.slices; round++) {
-    for (let i = 0; i < runs.length; i++) {
-      const run = runs[(round + i) % runs.length]!;
-      const fromUs = nowUs();
-      await openSlice(
-        run.pool,
-        run.target,
-        { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
-        run.sink,
-      );
-      opts.onSlice?.(run.id, fromUs, nowUs());
-    }
-  }
+  await inTurns(runs, opts.slices, async (run) => {
+    const fromUs = nowUs();
+    await openSlice(
+      run.pool,
+      run.target,
+      { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
+      run.sink,
+    );
+    opts.onSlice?.(run.id, fromUs, nowUs());
+  });
   const out = {} as Record<K, OpenLoopResult>;
   for (const run of runs) {
     await run.pool.close();
