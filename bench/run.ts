@@ -336,8 +336,11 @@ async function main(): Promise<void> {
         slices: P.latencySlices,
         body: chat,
         connections: P.openLoopConnections,
-        onSlice: (id, fromUs, toUs) =>
-          windows.set(id, [...(windows.get(id) ?? []), [fromUs, toUs]]),
+        onSlice: (id, fromUs, toUs) => {
+          const list = windows.get(id) ?? [];
+          list.push([fromUs, toUs]);
+          windows.set(id, list);
+        },
       },
     );
     for (const side of sides) {

@@ -87,8 +87,9 @@ export interface BatchResult {
 // One call writes a batch (switchyard_write_batch, migrations 0003-0005): stores the price
 // snapshots new to this writer, takes back open records, settles (locks this holder's leases,
 // drops the accounts whose lease is gone or short, writes the usage rows, charges the sum of the
-// rows written, appends one ledger row per account) and writes down the requests still open. A function, so its plans are made once per session:
-// planned on every call, the settlement alone cost PGlite ~2-3 ms of this thread per write.
+// rows written, appends one ledger row per account) and writes down the requests still open. A
+// function, so its plans are made once per session: planned on every call, the settlement alone
+// cost PGlite ~2-3 ms of this thread per write.
 const WRITE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
   FROM switchyard_write_batch($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, $6::jsonb)`;
 

@@ -29,8 +29,10 @@ export class PriceSnapshotCatalog {
   ref(snapshot: PriceSnapshot | null, pending: Map<string, PriceSnapshot>): SnapshotRef {
     if (snapshot === null) return { id: null, pricedAtMs: null };
     const { pricedAt, ...shared } = snapshot;
-    const pricedAtMs = typeof pricedAt === 'string' ? Date.parse(pricedAt) : NaN;
-    const part = Number.isFinite(pricedAtMs) ? shared : snapshot;
+    const parsed = typeof pricedAt === 'string' ? Date.parse(pricedAt) : NaN;
+    const pricedAtMs = Number.isFinite(parsed) ? parsed : null;
+    // Without a readable entry time the whole snapshot is the shared part.
+    const part = pricedAtMs !== null ? shared : snapshot;
     const json = JSON.stringify(part);
     let id = this.ids.get(json);
     if (id === undefined) {
@@ -39,7 +41,7 @@ export class PriceSnapshotCatalog {
       this.ids.set(json, id);
     }
     if (!this.stored.has(id)) pending.set(id, part);
-    return { id, pricedAtMs: Number.isFinite(pricedAtMs) ? pricedAtMs : null };
+    return { id, pricedAtMs };
   }
 
   /** After the batch that carried them was written. */

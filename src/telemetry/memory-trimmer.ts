@@ -3,8 +3,9 @@
 // idle process keeps reading "high alloc". After 10 s at 5,000 req/s the gateway held 370–445 MB
 // of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When the event loop has
 // been nearly idle for a whole check period after a busy one, or after memory grew past its level
-// at the last trim, one memory-reducing full collection (V8's "last resort": compacts the old space, shrinks the
-// young generation, releases pooled pages) takes it back: 371 → 190 MB, a 100–210 ms pause.
+// at the last trim, one memory-reducing full collection (V8's "last resort": compacts the old
+// space, shrinks the young generation, releases pooled pages) takes it back: 371 → 190 MB, a
+// 100–210 ms pause.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
