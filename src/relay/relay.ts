@@ -22,6 +22,7 @@ import type { GatewayContext } from './context.ts';
 import { estimateInputTokens, inputTokenBound } from './estimate.ts';
 import type { AttemptOutcome, RequestObserver } from './observer.ts';
 import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
+import { UpstreamPump } from './stream-pump.ts';
 import {
   isObj,
   modelOf,
@@ -372,7 +373,7 @@ interface StreamStarted {
   plan: UpstreamPlan;
   relay: StreamRelay;
   response: Dispatcher.ResponseData;
-  iterator: AsyncIterator<Buffer>;
+  pump: UpstreamPump;
   first: string;
   release: () => Promise<void>;
 }
@@ -539,17 +540,10 @@ async function dispatch(
     // A stream: wait for its first chunk before committing to this channel, so a stream that dies
     // before saying anything still fails over (DESIGN invariant 7: retry only before the first byte).
     const relay = plan.relay();
-    const iterator = (response.body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    const pump = new UpstreamPump(response.body, relay);
     let first = '';
     try {
-      while (first === '') {
-        const next = await iterator.next();
-        if (next.done === true) {
-          first = relay.end();
-          break;
-        }
-        first = relay.push(next.value);
-      }
+      first = await pump.first();
     } catch (err) {
       await release();
       if (signal.aborted) break;
@@ -577,7 +571,7 @@ async function dispatch(
     attemptObs.end('ok', status);
     ctx.health.success(channel.id);
     obs.firstChunk(channel.id);
-    return { kind: 'stream', candidate, plan, relay, response, iterator, first, release };
+    return { kind: 'stream', candidate, plan, relay, response, pump, first, release };
   }
   if (signal.aborted)
     return {
@@ -831,7 +825,7 @@ export async function relayModelRoute(
   }
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
-  const { relay, iterator, candidate, release } = dispatched;
+  const { relay, pump, candidate, release } = dispatched;
   const raw = reply.raw;
   reply.hijack();
   raw.writeHead(200, {
@@ -841,61 +835,37 @@ export async function relayModelRoute(
   });
   let events = countEvents(dispatched.first);
   let status: SettleStatus = 'ok';
-  const write = async (text: string): Promise<void> => {
-    if (text === '' || raw.destroyed) return;
-    if (!raw.write(text)) {
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          raw.off('drain', done);
-          raw.off('close', done);
-          resolve();
-        };
-        raw.on('drain', done);
-        raw.on('close', done);
-      });
-    }
-  };
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;
   const deadline = setTimeout(() => {
     timedOut = true;
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
-  const endWithError = async (err: unknown, message: string): Promise<void> => {
-    // After the first byte there is no retry: the stream ends with an error event.
-    status = 'aborted';
-    ctx.log.warn({ err, reqId: requestId, channel: candidate.channel.id }, message);
-    obs
-      .attempt(candidate.channel.id, candidate.channel.protocol, 0)
-      .end(timedOut ? 'timeout' : 'stream_cut', 200);
-    await write(streamErrorText(styleOf(def), requestId, message));
-  };
-  try {
-    await write(dispatched.first);
-    for (;;) {
-      const next = await iterator.next();
-      if (next.done === true) break;
-      const text = relay.push(next.value);
-      events += countEvents(text);
-      await write(text);
-      if (abort.signal.aborted) break;
-    }
-    if (!abort.signal.aborted) await write(relay.end());
-    else if (timedOut) await endWithError(null, 'the upstream exceeded its total time');
-  } catch (err) {
-    if (timedOut) await endWithError(err, 'the upstream exceeded its total time');
-    else if (abort.signal.aborted) status = 'client_aborted';
-    else await endWithError(err, 'the upstream stream was cut');
-  } finally {
-    clearTimeout(deadline);
-    if (abort.signal.aborted && status === 'ok') status = 'client_aborted';
-    reply.raw.off('close', onClose);
-    // Free the slot before the client sees the end, so its next request finds it free.
-    await release();
-    if (!raw.destroyed) raw.end();
-    // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
-    if (status !== 'ok') void dispatched.response.body.destroy();
-  }
+  raw.write(dispatched.first);
+  const end = await pump.rest(raw, abort.signal, (text) => {
+    events += countEvents(text);
+  });
+  clearTimeout(deadline);
+  reply.raw.off('close', onClose);
+  if (!end.ended) {
+    if (timedOut || !abort.signal.aborted) {
+      // After the first byte there is no retry: the stream ends with an error event.
+      status = 'aborted';
+      const message = timedOut
+        ? 'the upstream exceeded its total time'
+        : 'the upstream stream was cut';
+      ctx.log.warn({ err: end.error, reqId: requestId, channel: candidate.channel.id }, message);
+      obs
+        .attempt(candidate.channel.id, candidate.channel.protocol, 0)
+        .end(timedOut ? 'timeout' : 'stream_cut', 200);
+      if (!raw.destroyed) raw.write(streamErrorText(styleOf(def), requestId, message));
+    } else status = 'client_aborted';
+  } else if (abort.signal.aborted) status = 'client_aborted';
+  // Free the slot before the client sees the end, so its next request finds it free.
+  await release();
+  if (!raw.destroyed) raw.end();
+  // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
+  if (status !== 'ok') void dispatched.response.body.destroy();
   const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);
   obs.finish(200);
   await settle(

@@ -397,6 +397,60 @@ describe('failover and streams', () => {
     expect(row).toMatchObject({ status: 'failed', costNano: 0n });
   });
 
+  it('a client that stops reading a long stream gets every chunk once it reads again', async () => {
+    // ~5 MB of events: past the loopback socket buffers, so the gateway's writes report
+    // backpressure, the relay pauses the upstream body and resumes it on 'drain'.
+    const chunks = 40_000;
+    h.mock.script({ model: 'gpt-x-up', chunks });
+    const { request } = await import('node:http');
+    const url = new URL(`${h.gateway.url}/v1/chat/completions`);
+    const { body, requestId } = await new Promise<{ body: string; requestId: string }>(
+      (resolve, reject) => {
+        const req = request(
+          url,
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          },
+          (res) => {
+            res.pause();
+            const parts: Buffer[] = [];
+            setTimeout(() => {
+              res.on('data', (b: Buffer) => parts.push(b));
+              res.on('end', () =>
+                resolve({
+                  body: Buffer.concat(parts).toString('utf8'),
+                  requestId: String(res.headers['x-request-id']),
+                }),
+              );
+              res.resume();
+            }, 500);
+          },
+        );
+        req.on('error', reject);
+        req.end(
+          JSON.stringify({
+            model: 'gpt-x',
+            stream: true,
+            max_tokens: 50_000,
+            messages: [{ role: 'user', content: 'x' }],
+          }),
+        );
+      },
+    );
+    const events = body.split('\n\n').filter((e) => e.startsWith('data: {'));
+    const text = events
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { delta: { content?: string } }[] })
+      .map((c) => c.choices[0]?.delta.content ?? '')
+      .join('');
+    const { answerText } = await import('../mock-upstream/plan.ts');
+    expect(text).toBe(answerText(chunks));
+    expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+    const row = await h.usage(requestId);
+    expect(row).toMatchObject({ status: 'ok', estimated: false });
+    expect(row.outputTokens).toBeGreaterThanOrEqual(chunks);
+  }, 60_000);
+
   it('aborts the upstream when the client goes away and bills only what was used', async () => {
     h.mock.script({ model: 'gpt-x-up', chunkDelayMs: 150, chunks: 20 });
     const ac = new AbortController();

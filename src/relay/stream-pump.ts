@@ -1,0 +1,162 @@
+// Moves a streamed upstream body through its StreamRelay to the client from the body's own 'data'
+// events, as stream.pipeline does for the bare proxy: no promise and no microtask hop per chunk.
+
+import type { ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { StreamRelay } from '../protocols/stream-relay.ts';
+
+/** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
+export type PumpEnd = { ended: true } | { ended: false; error: unknown };
+
+const CUT: PumpEnd = { ended: false, error: new Error('the upstream body closed before its end') };
+
+/**
+ * One per streamed attempt. `first()` waits for the first text the client would see, so the relay
+ * can still fail over before committing (DESIGN invariant 7); `rest()` then writes everything
+ * else straight from the 'data' handler, pausing the upstream while the client's socket drains.
+ * The body's listeners stay on from construction to the end, so an error between the two calls
+ * is recorded, never thrown at nobody.
+ *
+ * It replaced `await iterator.next()` plus an awaited write per chunk: at 8 concurrent 100-chunk
+ * streams the gateway's CPU per stream fell 6-8%, ~4 µs a chunk (decision 0020).
+ */
+export class UpstreamPump {
+  private readonly body: Readable;
+  private readonly relay: StreamRelay;
+  /** Client text produced while nobody writes it (before rest(), or the relay's closing text). */
+  private pending: string;
+  /** Null while the body is open. */
+  private outcome: PumpEnd | null;
+  /** Set by rest(): where each chunk's text is written. */
+  private raw: ServerResponse | null;
+  private onText: (text: string) => void;
+  /** The waiting first() or rest(), told of new pending text or of the outcome. */
+  private wake: (() => void) | null;
+  private readonly resume: () => void;
+
+  constructor(body: Readable, relay: StreamRelay) {
+    this.body = body;
+    this.relay = relay;
+    this.pending = '';
+    this.outcome = null;
+    this.raw = null;
+    this.onText = ignore;
+    this.wake = null;
+    this.resume = () => {
+      if (this.outcome === null) this.body.resume();
+    };
+    body.on('data', (chunk: Buffer) => this.data(chunk));
+    body.on('end', () => this.stop({ ended: true }));
+    body.on('error', (error: unknown) => this.stop({ ended: false, error }));
+    body.on('close', () => this.stop(CUT));
+  }
+
+  /**
+   * The first non-empty client text, or the relay's closing text ('' when there is none) if the
+   * body ended first. Rejects when the body fails before either.
+   */
+  first(): Promise<string> {
+    return new Promise<string>((resolve, reject) => {
+      const check = (): void => {
+        if (this.pending !== '') {
+          this.wake = null;
+          resolve(this.take());
+        } else if (this.outcome !== null) {
+          this.wake = null;
+          if (this.outcome.ended) resolve('');
+          else reject(this.outcome.error);
+        }
+      };
+      this.wake = check;
+      check();
+    });
+  }
+
+  /**
+   * Writes the rest of the stream to `raw` as it arrives, calling `onText` with each piece made
+   * from the upstream's chunks (not the relay's closing text), and resolves with how the body
+   * stopped (never rejects). An abort of `signal` stops it at once.
+   */
+  rest(raw: ServerResponse, signal: AbortSignal, onText: (text: string) => void): Promise<PumpEnd> {
+    this.raw = raw;
+    this.onText = onText;
+    if (this.pending !== '') {
+      const text = this.take();
+      onText(text);
+      this.write(text);
+    }
+    return new Promise<PumpEnd>((resolve) => {
+      const onAbort = (): void => this.stop({ ended: false, error: signal.reason });
+      const check = (): void => {
+        if (this.outcome === null) return;
+        this.wake = null;
+        signal.removeEventListener('abort', onAbort);
+        resolve(this.outcome);
+      };
+      this.wake = check;
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+      if (this.outcome === null) this.body.resume();
+      check();
+    });
+  }
+
+  private data(chunk: Buffer): void {
+    if (this.outcome !== null) return;
+    let text: string;
+    try {
+      text = this.relay.push(chunk);
+    } catch (error) {
+      this.stop({ ended: false, error });
+      this.body.destroy();
+      return;
+    }
+    if (text !== '') this.deliver(text);
+  }
+
+  private deliver(text: string, counted = true): void {
+    if (this.raw !== null) {
+      if (counted) this.onText(text);
+      this.write(text);
+      return;
+    }
+    // Before rest(): hold the text and stop reading until the caller commits to this stream.
+    this.pending += text;
+    this.body.pause();
+    this.wake?.();
+  }
+
+  private write(text: string): void {
+    const raw = this.raw!;
+    if (raw.destroyed) return;
+    if (!raw.write(text)) {
+      this.body.pause();
+      raw.once('drain', this.resume);
+    }
+  }
+
+  private stop(outcome: PumpEnd): void {
+    if (this.outcome !== null) return;
+    let end = outcome;
+    if (end.ended) {
+      // The relay's closing text (e.g. a [DONE] the upstream omitted) goes out before the end;
+      // it is not the upstream's, so onText does not see it.
+      try {
+        const text = this.relay.end();
+        if (text !== '') this.deliver(text, false);
+      } catch (error) {
+        end = { ended: false, error };
+      }
+    }
+    this.outcome = end;
+    this.wake?.();
+  }
+
+  private take(): string {
+    const text = this.pending;
+    this.pending = '';
+    return text;
+  }
+}
+
+function ignore(): void {}
