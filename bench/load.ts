@@ -392,42 +392,98 @@ export interface StreamLoopResult {
   ttlt: Percentiles;
 }
 
+/** What one side's stream slices gathered. */
+interface StreamSink {
+  ttft: number[];
+  ttlt: number[];
+  errors: number;
+  events: number;
+  firstError: string | null;
+}
+
+const newStreamSink = (): StreamSink => ({
+  ttft: [],
+  ttlt: [],
+  errors: 0,
+  events: 0,
+  firstError: null,
+});
+
+/** `concurrency` loops of streamed requests on `pool` for `durationMs`, each timed to its first `data:` and to its end. */
+async function streamSlice(
+  pool: Pool,
+  target: Target,
+  opts: { concurrency: number; durationMs: number; body: string },
+  sink: StreamSink,
+): Promise<void> {
+  const deadline = performance.now() + opts.durationMs;
+  const loop = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      const r = await one(pool, target, opts.body, performance.now());
+      if (r.ok && r.firstMs !== null) {
+        sink.ttft.push(r.firstMs);
+        sink.ttlt.push(r.endMs);
+        sink.events = r.events;
+      } else {
+        sink.errors++;
+        sink.firstError ??= r.error ?? 'a stream with no data: event';
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, loop));
+}
+
+function streamResult(concurrency: number, sink: StreamSink): StreamLoopResult {
+  return {
+    concurrency,
+    streams: sink.ttft.length,
+    errors: sink.errors,
+    firstError: sink.firstError,
+    eventsPerStream: sink.events,
+    ttft: percentiles(sink.ttft),
+    ttlt: percentiles(sink.ttlt),
+  };
+}
+
 /** Closed loop of streamed requests; each is timed to its first `data:` and to its end. */
 export async function streamLoop(
   target: Target,
   opts: { concurrency: number; durationMs: number; body: string },
 ): Promise<StreamLoopResult> {
   const pool = new Pool(target.url, { connections: opts.concurrency, pipelining: 1 });
-  const ttft: number[] = [];
-  const ttlt: number[] = [];
-  let errors = 0;
-  let events = 0;
-  let firstError: string | null = null;
-  const deadline = performance.now() + opts.durationMs;
-  const loop = async (): Promise<void> => {
-    while (performance.now() < deadline) {
-      const r = await one(pool, target, opts.body, performance.now());
-      if (r.ok && r.firstMs !== null) {
-        ttft.push(r.firstMs);
-        ttlt.push(r.endMs);
-        events = r.events;
-      } else {
-        errors++;
-        firstError ??= r.error ?? 'a stream with no data: event';
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: opts.concurrency }, loop));
+  const sink = newStreamSink();
+  await streamSlice(pool, target, opts, sink);
   await pool.close();
-  return {
-    concurrency: opts.concurrency,
-    streams: ttft.length,
-    errors,
-    firstError,
-    eventsPerStream: events,
-    ttft: percentiles(ttft),
-    ttlt: percentiles(ttlt),
-  };
+  return streamResult(opts.concurrency, sink);
+}
+
+/**
+ * streamLoop for several sides in `slices` turns of `sliceMs` each, the order rotating, so a
+ * spell of the host lands on every side alike (as interleavedOpenLoop does for latency).
+ */
+export async function interleavedStreamLoop<K extends string>(
+  sides: readonly { id: K; target: Target }[],
+  opts: { concurrency: number; sliceMs: number; slices: number; body: string },
+): Promise<Record<K, StreamLoopResult>> {
+  const runs = sides.map((s) => ({
+    ...s,
+    pool: new Pool(s.target.url, { connections: opts.concurrency, pipelining: 1 }),
+    sink: newStreamSink(),
+  }));
+  await inTurns(runs, opts.slices, (run) =>
+    streamSlice(
+      run.pool,
+      run.target,
+      { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
+      run.sink,
+    ),
+  );
+  const out = {} as Record<K, StreamLoopResult>;
+  for (const run of runs) {
+    await run.pool.close();
+    out[run.id] = streamResult(opts.concurrency, run.sink);
+  }
+  return out;
 }
 
 export interface HeldStreams {
