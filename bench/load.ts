@@ -131,15 +131,35 @@ export interface ClosedLoopResult {
   latency: Percentiles;
 }
 
-/** Runs `slice` for every side in `rounds` rounds, one side at a time, the order rotating. */
-async function inTurns<S>(
-  sides: readonly S[],
-  rounds: number,
-  slice: (side: S) => Promise<void>,
-): Promise<void> {
-  for (let round = 0; round < rounds; round++) {
-    for (let i = 0; i < sides.length; i++) await slice(sides[(round + i) % sides.length]!);
+/**
+ * Measures several sides in turns: `rounds` rounds, one side at a time, the order rotating every
+ * round (decision 0008, session 5). Each side has its own pool of `connections` and its own sink,
+ * which `slice` fills a turn at a time and `result` sums up at the end.
+ */
+async function inTurns<K extends string, Sink, R>(
+  sides: readonly { id: K; target: Target }[],
+  opts: { connections: number; rounds: number },
+  newSink: () => Sink,
+  slice: (pool: Pool, target: Target, sink: Sink, id: K) => Promise<void>,
+  result: (sink: Sink) => R,
+): Promise<Record<K, R>> {
+  const runs = sides.map((s) => ({
+    ...s,
+    pool: new Pool(s.target.url, { connections: opts.connections, pipelining: 1 }),
+    sink: newSink(),
+  }));
+  for (let round = 0; round < opts.rounds; round++) {
+    for (let i = 0; i < runs.length; i++) {
+      const run = runs[(round + i) % runs.length]!;
+      await slice(run.pool, run.target, run.sink, run.id);
+    }
   }
+  const out = {} as Record<K, R>;
+  for (const run of runs) {
+    await run.pool.close();
+    out[run.id] = result(run.sink);
+  }
+  return out;
 }
 
 /** What one side's closed-loop slices gathered. */
@@ -227,25 +247,19 @@ export async function interleavedClosedLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
   opts: { concurrency: number; sliceMs: number; slices: number; body: string },
 ): Promise<Record<K, ClosedLoopResult>> {
-  const runs = sides.map((s) => ({
-    ...s,
-    pool: new Pool(s.target.url, { connections: opts.concurrency, pipelining: 1 }),
-    sink: newClosedSink(),
-  }));
-  await inTurns(runs, opts.slices, (run) =>
-    closedSlice(
-      run.pool,
-      run.target,
-      { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
-      run.sink,
-    ),
+  return inTurns(
+    sides,
+    { connections: opts.concurrency, rounds: opts.slices },
+    newClosedSink,
+    (pool, target, sink) =>
+      closedSlice(
+        pool,
+        target,
+        { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
+        sink,
+      ),
+    (sink) => closedResult(opts.concurrency, sink),
   );
-  const out = {} as Record<K, ClosedLoopResult>;
-  for (const run of runs) {
-    await run.pool.close();
-    out[run.id] = closedResult(opts.concurrency, run.sink);
-  }
-  return out;
 }
 
 export interface OpenLoopResult {
@@ -357,28 +371,23 @@ export async function interleavedOpenLoop<K extends string>(
     onSlice?: (id: K, fromUs: number, toUs: number) => void;
   },
 ): Promise<Record<K, OpenLoopResult>> {
-  const runs = sides.map((s) => ({
-    ...s,
-    pool: new Pool(s.target.url, { connections: opts.connections, pipelining: 1 }),
-    sink: newSink(),
-  }));
   const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
-  await inTurns(runs, opts.slices, async (run) => {
-    const fromUs = nowUs();
-    await openSlice(
-      run.pool,
-      run.target,
-      { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
-      run.sink,
-    );
-    opts.onSlice?.(run.id, fromUs, nowUs());
-  });
-  const out = {} as Record<K, OpenLoopResult>;
-  for (const run of runs) {
-    await run.pool.close();
-    out[run.id] = sinkResult(opts.ratePerSec, run.sink);
-  }
-  return out;
+  return inTurns(
+    sides,
+    { connections: opts.connections, rounds: opts.slices },
+    newSink,
+    async (pool, target, sink, id) => {
+      const fromUs = nowUs();
+      await openSlice(
+        pool,
+        target,
+        { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
+        sink,
+      );
+      opts.onSlice?.(id, fromUs, nowUs());
+    },
+    (sink) => sinkResult(opts.ratePerSec, sink),
+  );
 }
 
 export interface StreamLoopResult {
@@ -465,25 +474,19 @@ export async function interleavedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
   opts: { concurrency: number; sliceMs: number; slices: number; body: string },
 ): Promise<Record<K, StreamLoopResult>> {
-  const runs = sides.map((s) => ({
-    ...s,
-    pool: new Pool(s.target.url, { connections: opts.concurrency, pipelining: 1 }),
-    sink: newStreamSink(),
-  }));
-  await inTurns(runs, opts.slices, (run) =>
-    streamSlice(
-      run.pool,
-      run.target,
-      { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
-      run.sink,
-    ),
+  return inTurns(
+    sides,
+    { connections: opts.concurrency, rounds: opts.slices },
+    newStreamSink,
+    (pool, target, sink) =>
+      streamSlice(
+        pool,
+        target,
+        { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
+        sink,
+      ),
+    (sink) => streamResult(opts.concurrency, sink),
   );
-  const out = {} as Record<K, StreamLoopResult>;
-  for (const run of runs) {
-    await run.pool.close();
-    out[run.id] = streamResult(opts.concurrency, run.sink);
-  }
-  return out;
 }
 
 export interface HeldStreams {
