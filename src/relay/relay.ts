@@ -841,31 +841,34 @@ export async function relayModelRoute(
     timedOut = true;
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
-  raw.write(dispatched.first);
-  const end = await pump.rest(raw, abort.signal, (text) => {
-    events += countEvents(text);
-  });
-  clearTimeout(deadline);
-  reply.raw.off('close', onClose);
-  if (!end.ended) {
-    if (timedOut || !abort.signal.aborted) {
-      // After the first byte there is no retry: the stream ends with an error event.
-      status = 'aborted';
-      const message = timedOut
-        ? 'the upstream exceeded its total time'
-        : 'the upstream stream was cut';
-      ctx.log.warn({ err: end.error, reqId: requestId, channel: candidate.channel.id }, message);
-      obs
-        .attempt(candidate.channel.id, candidate.channel.protocol, 0)
-        .end(timedOut ? 'timeout' : 'stream_cut', 200);
-      if (!raw.destroyed) raw.write(streamErrorText(styleOf(def), requestId, message));
-    } else status = 'client_aborted';
-  } else if (abort.signal.aborted) status = 'client_aborted';
-  // Free the slot before the client sees the end, so its next request finds it free.
-  await release();
-  if (!raw.destroyed) raw.end();
-  // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
-  if (status !== 'ok') void dispatched.response.body.destroy();
+  try {
+    raw.write(dispatched.first);
+    const end = await pump.rest(raw, abort.signal, (text) => {
+      events += countEvents(text);
+    });
+    if (!end.ended) {
+      if (timedOut || !abort.signal.aborted) {
+        // After the first byte there is no retry: the stream ends with an error event.
+        status = 'aborted';
+        const message = timedOut
+          ? 'the upstream exceeded its total time'
+          : 'the upstream stream was cut';
+        ctx.log.warn({ err: end.error, reqId: requestId, channel: candidate.channel.id }, message);
+        obs
+          .attempt(candidate.channel.id, candidate.channel.protocol, 0)
+          .end(timedOut ? 'timeout' : 'stream_cut', 200);
+        if (!raw.destroyed) raw.write(streamErrorText(styleOf(def), requestId, message));
+      } else status = 'client_aborted';
+    } else if (abort.signal.aborted) status = 'client_aborted';
+  } finally {
+    clearTimeout(deadline);
+    reply.raw.off('close', onClose);
+    // Free the slot before the client sees the end, so its next request finds it free.
+    await release();
+    if (!raw.destroyed) raw.end();
+    // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
+    if (status !== 'ok') void dispatched.response.body.destroy();
+  }
   const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);
   obs.finish(200);
   await settle(

@@ -8,8 +8,6 @@ import type { StreamRelay } from '../protocols/stream-relay.ts';
 /** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
 export type PumpEnd = { ended: true } | { ended: false; error: unknown };
 
-const CUT: PumpEnd = { ended: false, error: new Error('the upstream body closed before its end') };
-
 /**
  * One per streamed attempt. `first()` waits for the first text the client would see, so the relay
  * can still fail over before committing (DESIGN invariant 7); `rest()` then writes everything
@@ -23,8 +21,10 @@ const CUT: PumpEnd = { ended: false, error: new Error('the upstream body closed 
 export class UpstreamPump {
   private readonly body: Readable;
   private readonly relay: StreamRelay;
-  /** Client text produced while nobody writes it (before rest(), or the relay's closing text). */
+  /** Client text from the upstream's chunks produced before rest(). */
   private pending: string;
+  /** The relay's closing text when the body ended before rest(); not the upstream's, so not counted. */
+  private closing: string;
   /** Null while the body is open. */
   private outcome: PumpEnd | null;
   /** Set by rest(): where each chunk's text is written. */
@@ -32,23 +32,32 @@ export class UpstreamPump {
   private onText: (text: string) => void;
   /** The waiting first() or rest(), told of new pending text or of the outcome. */
   private wake: (() => void) | null;
+  /** The body is paused until the client's socket drains. */
+  private draining: boolean;
   private readonly resume: () => void;
 
   constructor(body: Readable, relay: StreamRelay) {
     this.body = body;
     this.relay = relay;
     this.pending = '';
+    this.closing = '';
     this.outcome = null;
     this.raw = null;
     this.onText = ignore;
     this.wake = null;
+    this.draining = false;
     this.resume = () => {
+      this.draining = false;
       if (this.outcome === null) this.body.resume();
     };
     body.on('data', (chunk: Buffer) => this.data(chunk));
     body.on('end', () => this.stop({ ended: true }));
     body.on('error', (error: unknown) => this.stop({ ended: false, error }));
-    body.on('close', () => this.stop(CUT));
+    body.on('close', () => {
+      if (this.outcome === null) {
+        this.stop({ ended: false, error: new Error('the upstream body closed before its end') });
+      }
+    });
   }
 
   /**
@@ -63,8 +72,11 @@ export class UpstreamPump {
           resolve(this.take());
         } else if (this.outcome !== null) {
           this.wake = null;
-          if (this.outcome.ended) resolve('');
-          else reject(this.outcome.error);
+          if (!this.outcome.ended) reject(this.outcome.error);
+          else {
+            resolve(this.closing);
+            this.closing = '';
+          }
         }
       };
       this.wake = check;
@@ -85,18 +97,33 @@ export class UpstreamPump {
       onText(text);
       this.write(text);
     }
+    if (this.closing !== '') {
+      this.write(this.closing);
+      this.closing = '';
+    }
     return new Promise<PumpEnd>((resolve) => {
       const onAbort = (): void => this.stop({ ended: false, error: signal.reason });
+      // The relay aborts `signal` when its client goes away; this makes the pump safe alone too.
+      const onClientClose = (): void => {
+        if (!raw.writableFinished)
+          this.stop({ ended: false, error: new Error('the client went away') });
+      };
       const check = (): void => {
         if (this.outcome === null) return;
         this.wake = null;
         signal.removeEventListener('abort', onAbort);
+        raw.off('close', onClientClose);
         resolve(this.outcome);
       };
       this.wake = check;
       if (signal.aborted) onAbort();
       else signal.addEventListener('abort', onAbort, { once: true });
-      if (this.outcome === null) this.body.resume();
+      raw.on('close', onClientClose);
+      if (this.outcome === null) {
+        // The caller's first write (or the pending one) may already have filled the socket.
+        if (raw.writableNeedDrain) this.awaitDrain();
+        else if (!this.draining) this.body.resume();
+      }
       check();
     });
   }
@@ -121,7 +148,8 @@ export class UpstreamPump {
       return;
     }
     // Before rest(): hold the text and stop reading until the caller commits to this stream.
-    this.pending += text;
+    if (counted) this.pending += text;
+    else this.closing += text;
     this.body.pause();
     this.wake?.();
   }
@@ -129,10 +157,14 @@ export class UpstreamPump {
   private write(text: string): void {
     const raw = this.raw!;
     if (raw.destroyed) return;
-    if (!raw.write(text)) {
-      this.body.pause();
-      raw.once('drain', this.resume);
-    }
+    if (!raw.write(text)) this.awaitDrain();
+  }
+
+  private awaitDrain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    this.body.pause();
+    this.raw!.once('drain', this.resume);
   }
 
   private stop(outcome: PumpEnd): void {

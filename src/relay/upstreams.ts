@@ -65,7 +65,7 @@ export class Upstreams {
     return channel.apiKeys[i % n] ?? '';
   }
 
-  /** Closes pools of channels the new table no longer has (or whose origin changed). */
+  /** Closes pools of channels the new table no longer has (pool() replaces a changed one). */
   prune(table: RoutingTable): void {
     for (const [id, entry] of this.pools) {
       const ch = table.channels.get(id);

@@ -84,9 +84,7 @@ describe('UpstreamPump', () => {
     await pump.first();
     const c = client(256, 1);
     let paused = 0;
-    const done = pump.rest(c.raw, new AbortController().signal, () => {
-      if (body.isPaused()) paused++;
-    });
+    const done = pump.rest(c.raw, new AbortController().signal, () => undefined);
     const sent: string[] = [];
     for (let i = 1; i <= 200; i++) {
       sent.push(event(i));
@@ -115,5 +113,60 @@ describe('UpstreamPump', () => {
     expect(end.ended).toBe(false);
     await new Promise((r) => setImmediate(r));
     expect(c.text()).toBe('');
+  });
+
+  it('does not count a closing text that arrived before rest() as upstream output', async () => {
+    const body = new PassThrough();
+    const pump = new UpstreamPump(body, new ChatStreamRelay(true));
+    // The last chunk and the end arrive together: 'end' comes while the body waits for rest().
+    body.end(event(0) + event(1));
+    expect(await pump.first()).toBe(event(0) + event(1));
+    const c = client();
+    const seen: string[] = [];
+    expect(await pump.rest(c.raw, new AbortController().signal, (t) => seen.push(t))).toEqual({
+      ended: true,
+    });
+    expect(c.text()).toBe('data: [DONE]\n\n');
+    expect(seen).toEqual([]);
+  });
+
+  it('reports a body that closes without its end as cut', async () => {
+    const body = new PassThrough();
+    const pump = new UpstreamPump(body, new ChatStreamRelay(true));
+    body.write(event(0));
+    await pump.first();
+    const done = pump.rest(client().raw, new AbortController().signal, () => undefined);
+    body.destroy();
+    const end = await done;
+    expect(end.ended).toBe(false);
+    expect((end as { error: Error }).error.message).toMatch(/closed before its end/);
+  });
+
+  it('rejects first() when the relay cannot read a chunk, and stops reading', async () => {
+    const body = new PassThrough();
+    const relay = new ChatStreamRelay(true);
+    relay.push = () => {
+      throw new Error('unreadable chunk');
+    };
+    const pump = new UpstreamPump(body, relay);
+    body.write(event(0));
+    await expect(pump.first()).rejects.toThrow('unreadable chunk');
+    expect(body.destroyed).toBe(true);
+  });
+
+  it('ends when the client goes away while the upstream is paused for it', async () => {
+    const body = new PassThrough({ highWaterMark: 64 });
+    const pump = new UpstreamPump(body, new ChatStreamRelay(true));
+    body.write(event(0));
+    await pump.first();
+    const c = client(64, 1_000_000); // a client that never finishes a write
+    const done = pump.rest(c.raw, new AbortController().signal, () => undefined);
+    for (let i = 1; i <= 5; i++) body.write(event(i));
+    await new Promise((r) => setImmediate(r));
+    expect(body.isPaused()).toBe(true);
+    (c.raw as unknown as Writable).destroy();
+    const end = await done;
+    expect(end.ended).toBe(false);
+    expect((end as { error: Error }).error.message).toBe('the client went away');
   });
 });
