@@ -162,6 +162,24 @@ async function inTurns<K extends string, Sink, R>(
   return out;
 }
 
+/** One side measured once: inTurns with a single side and a single round. */
+async function alone<Sink, R>(
+  target: Target,
+  connections: number,
+  newSink: () => Sink,
+  slice: (pool: Pool, target: Target, sink: Sink) => Promise<void>,
+  result: (sink: Sink) => R,
+): Promise<R> {
+  const out = await inTurns(
+    [{ id: 'alone', target }],
+    { connections, rounds: 1 },
+    newSink,
+    slice,
+    result,
+  );
+  return out.alone;
+}
+
 /** What one side's closed-loop slices gathered. */
 interface ClosedLoopSink {
   latencies: number[];
@@ -229,11 +247,13 @@ export async function closedLoop(
   target: Target,
   opts: { concurrency: number; durationMs: number; body: string; maxRequests?: number },
 ): Promise<ClosedLoopResult> {
-  const pool = new Pool(target.url, { connections: opts.concurrency, pipelining: 1 });
-  const sink = newClosedSink();
-  await closedSlice(pool, target, opts, sink);
-  await pool.close();
-  return closedResult(opts.concurrency, sink);
+  return alone(
+    target,
+    opts.concurrency,
+    newClosedSink,
+    (pool, t, sink) => closedSlice(pool, t, opts, sink),
+    (sink) => closedResult(opts.concurrency, sink),
+  );
 }
 
 /**
@@ -345,11 +365,13 @@ export async function openLoop(
   target: Target,
   opts: { ratePerSec: number; durationMs: number; body: string; connections: number },
 ): Promise<OpenLoopResult> {
-  const pool = new Pool(target.url, { connections: opts.connections, pipelining: 1 });
-  const sink = newSink();
-  await openSlice(pool, target, opts, sink);
-  await pool.close();
-  return sinkResult(opts.ratePerSec, sink);
+  return alone(
+    target,
+    opts.connections,
+    newSink,
+    (pool, t, sink) => openSlice(pool, t, opts, sink),
+    (sink) => sinkResult(opts.ratePerSec, sink),
+  );
 }
 
 /**
@@ -459,11 +481,13 @@ export async function streamLoop(
   target: Target,
   opts: { concurrency: number; durationMs: number; body: string },
 ): Promise<StreamLoopResult> {
-  const pool = new Pool(target.url, { connections: opts.concurrency, pipelining: 1 });
-  const sink = newStreamSink();
-  await streamSlice(pool, target, opts, sink);
-  await pool.close();
-  return streamResult(opts.concurrency, sink);
+  return alone(
+    target,
+    opts.concurrency,
+    newStreamSink,
+    (pool, t, sink) => streamSlice(pool, t, opts, sink),
+    (sink) => streamResult(opts.concurrency, sink),
+  );
 }
 
 /**

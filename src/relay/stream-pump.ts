@@ -92,13 +92,10 @@ export class UpstreamPump {
   rest(raw: ServerResponse, signal: AbortSignal, onText: (text: string) => void): Promise<PumpEnd> {
     this.raw = raw;
     this.onText = onText;
-    if (this.pending !== '') {
-      const text = this.take();
-      onText(text);
-      this.write(text);
-    }
+    // What arrived before the commit goes out first, through the same path as every chunk.
+    if (this.pending !== '') this.deliver(this.take());
     if (this.closing !== '') {
-      this.write(this.closing);
+      this.deliver(this.closing, false);
       this.closing = '';
     }
     return new Promise<PumpEnd>((resolve) => {
