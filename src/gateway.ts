@@ -20,6 +20,7 @@ import type { Store } from './store/store.ts';
 import type { RoutingTable } from './table/types.ts';
 import { createTelemetry, type Telemetry } from './telemetry/gateway-telemetry.ts';
 import { MemoryTrimmer, processProbe } from './telemetry/memory-trimmer.ts';
+import { RequestTraffic } from './telemetry/request-traffic.ts';
 
 export interface GatewayOptions {
   configDir: string;
@@ -188,7 +189,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         )
       : null;
 
-  const probe = processProbe();
+  const probe = processProbe(new RequestTraffic(app.server));
   if (probe === null) log.warn('memory trim unavailable: this Node cannot collect on request');
   const trimmer =
     probe === null

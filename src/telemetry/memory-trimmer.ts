@@ -1,15 +1,16 @@
 // Gives back the memory of a burst once the burst is over. V8's own memory reducer never fires in
 // a Node server: it waits for a low allocation rate that it samples only at collections, so an
 // idle process keeps reading "high alloc". After 10 s at 5,000 req/s the gateway held 370–445 MB
-// of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When the event loop has
-// been nearly idle for a whole check period after a busy one, or after memory grew past its level
-// at the last trim, one memory-reducing full collection (V8's "last resort": compacts the old
-// space, shrinks the young generation, releases pooled pages) takes it back: 371 → 190 MB, a
-// 100–210 ms pause.
+// of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When a whole check
+// period saw no request and a nearly idle event loop, after a busy period or after memory grew
+// past its level at the last trim, one memory-reducing full collection (V8's "last resort":
+// compacts the old space, shrinks the young generation, releases pooled pages) takes it back:
+// 371 → 190 MB, a 100–210 ms pause.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { GatewayEntry } from '../table/types.ts';
+import type { RequestTraffic, TrafficSince } from './request-traffic.ts';
 
 /**
  * checkMs: how often to look, and the period the event loop must have been idle over; idleBelow:
@@ -35,9 +36,10 @@ export interface MemoryTrim {
 const BURST_UTILIZATION = 0.5;
 
 /**
- * Trims at least this far apart. "Idle" is read from the event loop, and an idle Postgres+Redis
- * gateway already sits at 3–4% (its pollers), not far under what 500 req/s uses (5–8%): under a
- * steady low load that dips below idle_below now and then, at most one pause a minute.
+ * Trims at least this far apart. A period counts as idle only when no request arrived in it, so a
+ * trim never lands on live traffic; this spacing is the second guard, against a process whose
+ * memory figures keep looking reclaimable (an idle Postgres+Redis gateway's pollers alone use
+ * 3–4% of the event loop).
  */
 const MIN_TRIM_INTERVAL_MS = 60_000;
 
@@ -45,6 +47,8 @@ const MIN_TRIM_INTERVAL_MS = 60_000;
 export interface MemoryTrimProbe {
   /** The event loop's utilisation since the previous call (0–1). */
   utilization(): number;
+  /** Requests that arrived since the previous call, and those open now. */
+  traffic(): TrafficSince;
   rssBytes(): number;
   /** V8's committed heap (what process.memoryUsage() calls heapTotal). */
   heapTotalBytes(): number;
@@ -77,7 +81,7 @@ function gcFunction(): GcFunction | null {
 }
 
 /** The running process, or null when this Node cannot run a collection on request. */
-export function processProbe(): MemoryTrimProbe | null {
+export function processProbe(traffic: RequestTraffic): MemoryTrimProbe | null {
   const gc = gcFunction();
   if (gc === null) return null;
   let last: EventLoopUtilization = performance.eventLoopUtilization();
@@ -88,6 +92,7 @@ export function processProbe(): MemoryTrimProbe | null {
       last = now;
       return u;
     },
+    traffic: () => traffic.take(),
     rssBytes: () => process.memoryUsage.rss(),
     heapTotalBytes: () => getHeapStatistics().total_heap_size,
     collect: () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' }),
@@ -122,12 +127,14 @@ export class MemoryTrimmer {
   }
 
   /**
-   * One look: trims when the last period was idle, and since the last trim either a period was
-   * busy (a burst) or enough looks reclaimable.
+   * One look: trims when the last period was idle (no request arrived, none is open, the event
+   * loop under idle_below), and since the last trim either a period was busy (a burst) or enough
+   * looks reclaimable.
    */
   check(): MemoryTrim | null {
     const s = this.settings();
     const utilization = this.probe.utilization();
+    const traffic = this.probe.traffic();
     const rss = this.probe.rssBytes();
     const heap = this.probe.heapTotalBytes();
     this.rssFloor = Math.min(this.rssFloor, rss);
@@ -135,6 +142,7 @@ export class MemoryTrimmer {
     this.heapPeak = Math.max(this.heapPeak, heap);
     this.utilizationPeak = Math.max(this.utilizationPeak, utilization);
     if (!s.enabled || utilization >= s.idleBelow) return null;
+    if (traffic.arrived > 0 || traffic.open > 0) return null;
     if (this.probe.nowMs() - this.lastTrimMs < MIN_TRIM_INTERVAL_MS) return null;
     const reclaimable = Math.max(rss - this.rssFloor, this.heapPeak - this.heapFloor);
     if (reclaimable < s.minReclaimBytes && this.utilizationPeak < BURST_UTILIZATION) return null;
