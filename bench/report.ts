@@ -68,6 +68,8 @@ export interface BenchResults {
      * own stalls, a floor under that side's tail (bench/procs/canary.ts).
      */
     hostStall: Partial<Record<SideId, HostStall>>;
+    /** Memory trims (100–210 ms pauses) each gateway ran during the latency section. */
+    memoryTrims: Partial<Record<SideId, number>>;
   };
   stream: Partial<Record<SideId, StreamLoopResult>>;
   memory: {
@@ -146,6 +148,13 @@ function rows(r: BenchResults): Row[] {
       unit: 'ms',
       digits: 3,
       value: (s) => r.latency.hostStall[s]?.max ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `memory trims during @${rate}/s`,
+      unit: '',
+      digits: 0,
+      value: (s) => r.latency.memoryTrims[s] ?? null,
       compare: 'diff',
     },
     {

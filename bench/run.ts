@@ -46,6 +46,7 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
 const SLOW_CHANNELS = 5;
 /** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
+const GATEWAY_SIDES: SideId[] = ['gateway', 'gatewayPgRedis'];
 const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
@@ -161,6 +162,25 @@ function log(msg: string): void {
   process.stderr.write(`[bench] ${msg}\n`);
 }
 
+/**
+ * Each gateway's memory trims so far (`switchyard_memory_trims_total` on its /metrics). A trim is
+ * a 100–210 ms pause; one inside a latency turn was the +13–32 ms p99 of earlier runs (decision
+ * 0018, session 7 addendum), so the report shows how many fell in the latency section.
+ */
+async function memoryTrims(
+  children: Partial<Record<SideId, BenchChild>>,
+): Promise<Partial<Record<SideId, number>>> {
+  const out: Partial<Record<SideId, number>> = {};
+  for (const side of GATEWAY_SIDES) {
+    const c = children[side];
+    if (c === undefined) continue;
+    const text = await (await fetch(`${c.url}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith('switchyard_memory_trims_total'));
+    if (line !== undefined) out[side] = Number(line.split(' ').pop());
+  }
+  return out;
+}
+
 async function memorySample(
   child: BenchChild,
   requests: number,
@@ -266,7 +286,7 @@ async function main(): Promise<void> {
       skipped,
       sides,
       throughput: {},
-      latency: { ratePerSec: 0, results: {}, hostStall: {} },
+      latency: { ratePerSec: 0, results: {}, hostStall: {}, memoryTrims: {} },
       stream: {},
       memory: {
         afterWarmup: {},
@@ -330,6 +350,7 @@ async function main(): Promise<void> {
     );
     // Started for this section only: its 500 wake-ups a second would tax the throughput runs.
     const canary = await startChild('canary', 'canary', {});
+    const trimsBefore = await memoryTrims(child);
     children.push(canary);
     const windows = new Map<SideId, [number, number][]>();
     results.latency.results = await interleavedOpenLoop(
@@ -350,6 +371,13 @@ async function main(): Promise<void> {
     for (const side of sides) {
       const { samples, p50, p99, max } = await canary.lateness(windows.get(side) ?? []);
       results.latency.hostStall[side] = { samples, p50, p99, max };
+    }
+    const trimsAfter = await memoryTrims(child);
+    for (const side of sides) {
+      const before = trimsBefore[side];
+      const after = trimsAfter[side];
+      if (before !== undefined && after !== undefined)
+        results.latency.memoryTrims[side] = after - before;
     }
     await canary.stop();
 
