@@ -112,9 +112,10 @@ const P = quick
       longRunSamples: 10,
       openStreams: 1000,
       // Each side idles this long before its streams open, as every side did before the long run
-      // existed: long enough for the gateway's memory trim (two 5 s checks) to give back what the
-      // previous sections grew (decision 0018). rssBeforeMB is read after it.
-      idleBeforeHoldMs: 12_000,
+      // existed: long enough for the gateway's memory trim to give back what the previous
+      // sections grew (decision 0018: two whole 5 s checks with no request, so 10-15 s).
+      // rssBeforeMB is read after it.
+      idleBeforeHoldMs: 17_000,
       slowChunks: 40,
       slowGapMs: 250,
       profileMs: 8000,

@@ -1,8 +1,8 @@
 // Gives back the memory of a burst once the burst is over. V8's own memory reducer never fires in
 // a Node server: it waits for a low allocation rate that it samples only at collections, so an
 // idle process keeps reading "high alloc". After 10 s at 5,000 req/s the gateway held 370–445 MB
-// of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When a whole check
-// period saw no request and a nearly idle event loop, after a busy period or after memory grew
+// of RSS (53 MB of live heap) for as long as it then idled (decision 0018). When two whole check
+// periods saw no request and a nearly idle event loop, after a busy period or after memory grew
 // past its level at the last trim, one memory-reducing full collection (V8's "last resort":
 // compacts the old space, shrinks the young generation, releases pooled pages) takes it back:
 // 371 → 190 MB, a 100–210 ms pause.
@@ -34,6 +34,14 @@ export interface MemoryTrim {
  * load then looked like only 30 MB of growth).
  */
 const BURST_UTILIZATION = 0.5;
+
+/**
+ * Whole check periods in a row with no request before a trim (10 s at the default 5 s). One was
+ * not enough: the benchmark's turns leave one side idle for up to 6 s between its turns, a trim
+ * then fired in such a gap (session 7 full run), and its 100–210 ms pause can run into the next
+ * turn's first requests. The same holds for any traffic with short lulls.
+ */
+const QUIET_PERIODS = 2;
 
 /**
  * Trims at least this far apart. A period counts as idle only when no request arrived in it, so a
@@ -110,6 +118,8 @@ export class MemoryTrimmer {
   /** The busiest check period since the last trim. */
   private utilizationPeak = 0;
   private lastTrimMs = -Infinity;
+  /** Check periods in a row that saw no request arrive and none open. */
+  private quietPeriods = 0;
   private readonly settings: () => MemoryTrimSettings;
   private readonly probe: MemoryTrimProbe;
   private readonly onTrim: (trim: MemoryTrim) => void;
@@ -127,9 +137,9 @@ export class MemoryTrimmer {
   }
 
   /**
-   * One look: trims when the last period was idle (no request arrived, none is open, the event
-   * loop under idle_below), and since the last trim either a period was busy (a burst) or enough
-   * looks reclaimable.
+   * One look: trims when the last QUIET_PERIODS periods saw no request arrive and none open, the
+   * last one's event loop was under idle_below, and since the last trim either a period was busy
+   * (a burst) or enough looks reclaimable.
    */
   check(): MemoryTrim | null {
     const s = this.settings();
@@ -141,8 +151,9 @@ export class MemoryTrimmer {
     this.heapFloor = Math.min(this.heapFloor, heap);
     this.heapPeak = Math.max(this.heapPeak, heap);
     this.utilizationPeak = Math.max(this.utilizationPeak, utilization);
+    this.quietPeriods = traffic.arrived > 0 || traffic.open > 0 ? 0 : this.quietPeriods + 1;
     if (!s.enabled || utilization >= s.idleBelow) return null;
-    if (traffic.arrived > 0 || traffic.open > 0) return null;
+    if (this.quietPeriods < QUIET_PERIODS) return null;
     if (this.probe.nowMs() - this.lastTrimMs < MIN_TRIM_INTERVAL_MS) return null;
     const reclaimable = Math.max(rss - this.rssFloor, this.heapPeak - this.heapFloor);
     if (reclaimable < s.minReclaimBytes && this.utilizationPeak < BURST_UTILIZATION) return null;

@@ -1,7 +1,7 @@
 // Counts the HTTP server's requests for the memory trimmer. A trim stops the process for 100–210
 // ms, and in the benchmark's latency turns (500 req/s for 1 s in every 4) the event loop read
 // "idle" (under 5%) and a trim landed inside a turn: p99 +21 ms against the proxy's +14 (session 7,
-// `.scratch/trim.ts`). So the trimmer also waits for a period in which no request arrived and none
+// `.scratch/trim.ts`). So the trimmer also waits for periods in which no request arrived and none
 // is open. Health checks and scrapes do not count: a pause costs them nothing, and a probe every
 // few seconds would otherwise keep the gateway from ever trimming.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
