@@ -3,26 +3,11 @@
 
 import { mkdir } from 'node:fs/promises';
 import { PGlite } from '@electric-sql/pglite';
-import type { PGliteOptions, Transaction } from '@electric-sql/pglite';
+import type { Transaction } from '@electric-sql/pglite';
 import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
-
-const INT8_OID = 20;
-
-/**
- * PGlite's options for a data directory (null: in memory). PGlite parses int8 to a JS number by
- * default, which loses nano-yuan above 2^53 (9e6 ¥); int8 comes back as bigint instead.
- * Shared with the worker thread (pglite-worker.ts) and the first-start child (pglite-init.ts).
- * shared_buffers is 16MB, not Postgres' 128MB: PGlite's buffers live in the WASM heap, and the
- * default's touched pages were ~120 MB of the gateway's RSS (330 → 209 MB for a process with
- * the store open) with no measurable change in CPU per settlement; the OS page cache sits below.
- */
-export function pgliteOptions(dataDir: string | null): PGliteOptions {
-  const parsers = { [INT8_OID]: (text: string) => BigInt(text) };
-  const startParams = [...PGlite.defaultStartParams, '-c', 'shared_buffers=16MB'];
-  return dataDir === null ? { parsers, startParams } : { dataDir, parsers, startParams };
-}
+import { pgliteOptions } from './pglite-options.js';
 
 function queryable(db: PGlite | Transaction): Queryable {
   return {

@@ -8,7 +8,7 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
-import { pgliteOptions } from './pglite-driver.ts';
+import { pgliteOptions } from './pglite-options.js';
 
 /** True when dataDir already holds a database cluster (initdb wrote PG_VERSION). */
 async function initialised(dataDir: string): Promise<boolean> {

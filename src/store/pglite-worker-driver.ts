@@ -11,7 +11,6 @@ import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
 import { initPgliteDataDir } from './pglite-init.ts';
-import type { WorkerReply, WorkerRequest } from './pglite-worker.ts';
 
 /** The error PGlite raised in the worker, with its SQLSTATE code when it had one. */
 export class PgliteWorkerError extends Error {
@@ -21,6 +20,21 @@ export class PgliteWorkerError extends Error {
     this.name = 'PgliteWorkerError';
     this.code = code;
   }
+}
+
+/** A message to the worker thread (pglite-worker.js). */
+interface WorkerRequest {
+  id: number;
+  op: 'query' | 'exec' | 'close';
+  text: string;
+  params: unknown[];
+}
+
+/** The worker's answer to the request with the same id. */
+interface WorkerReply {
+  id: number;
+  rows?: unknown[];
+  error?: { message: string; code?: string; name?: string };
 }
 
 /** dataDir null → in memory (tests); otherwise the directory is created if missing. */
@@ -33,7 +47,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     await unlock?.();
     throw err;
   }
-  const worker = new Worker(new URL('./pglite-worker.ts', import.meta.url), {
+  const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
     workerData: { dataDir },
   });
   let nextId = 1;

@@ -1,5 +1,5 @@
 // The serving gateway's PGlite thread runs nicer than the event loop, so on a busy host a write
-// in it does not take the core from requests (src/store/pglite-worker.ts). Linux only: the
+// in it does not take the core from requests (src/store/pglite-worker.js). Linux only: the
 // priority of each thread is read from /proc.
 
 import { readdir, readFile } from 'node:fs/promises';

@@ -1,24 +1,14 @@
 // The worker thread that hosts PGlite for pglite-worker-driver.ts: it runs each message's SQL in
 // arrival order and answers with rows (bigints and Dates survive postMessage) or the error.
+// Plain JavaScript (decision 0023): a .ts entry makes Node load its TypeScript stripper (amaro and
+// its WASM) into this thread's isolate too, +16.8 MB of RSS for the life of the process. The
+// messages' types are WorkerRequest and WorkerReply in pglite-worker-driver.ts.
 
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
-import { pgliteOptions } from './pglite-driver.ts';
-
-export interface WorkerRequest {
-  id: number;
-  op: 'query' | 'exec' | 'close';
-  text: string;
-  params: unknown[];
-}
-
-export interface WorkerReply {
-  id: number;
-  rows?: unknown[];
-  error?: { message: string; code?: string; name?: string };
-}
+import { pgliteOptions } from './pglite-options.js';
 
 /**
  * The writes this thread runs are behind the answers (write-behind, decision 0013); the event
@@ -34,7 +24,7 @@ const WORKER_NICE_STEP = 5;
  * Linux: setpriority() on this thread's own task id, `step` nicer than it runs now (a process
  * already niced stays relative); elsewhere (no /proc) it is skipped.
  */
-function lowerThisThreadsPriority(step: number): void {
+function lowerThisThreadsPriority(step) {
   try {
     const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
     if (Number.isInteger(tid) && tid > 0) setPriority(tid, Math.min(19, getPriority(tid) + step));
@@ -43,33 +33,32 @@ function lowerThisThreadsPriority(step: number): void {
   }
 }
 
-const { dataDir } = workerData as { dataDir: string | null };
+const { dataDir } = workerData;
 lowerThisThreadsPriority(WORKER_NICE_STEP);
 const ready = PGlite.create(pgliteOptions(dataDir));
-const port = parentPort!;
+const port = parentPort;
 
-port.on('message', (req: WorkerRequest) => {
+port.on('message', (req) => {
   void (async () => {
     try {
       const db = await ready;
       if (req.op === 'close') {
         await db.close();
-        port.postMessage({ id: req.id, rows: [] } satisfies WorkerReply);
+        port.postMessage({ id: req.id, rows: [] });
         return;
       }
       if (req.op === 'exec') {
         await db.exec(req.text);
-        port.postMessage({ id: req.id, rows: [] } satisfies WorkerReply);
+        port.postMessage({ id: req.id, rows: [] });
         return;
       }
       const result = await db.query(req.text, req.params);
-      port.postMessage({ id: req.id, rows: result.rows } satisfies WorkerReply);
+      port.postMessage({ id: req.id, rows: result.rows });
     } catch (err) {
-      const e = err as { message?: string; code?: string; name?: string };
       port.postMessage({
         id: req.id,
-        error: { message: e.message ?? String(err), code: e.code, name: e.name },
-      } satisfies WorkerReply);
+        error: { message: err?.message ?? String(err), code: err?.code, name: err?.name },
+      });
     }
   })();
 });
