@@ -20,6 +20,8 @@ export interface MemorySample {
   requests: number;
   rssMB: number;
   heapUsedMB: number;
+  /** V8's committed heap: ~28 MB on the gateway after its idle trim, 100+ MB without one. */
+  heapTotalMB: number;
 }
 
 export interface OpenStreamsResult {
@@ -32,6 +34,9 @@ export interface OpenStreamsResult {
   rssBeforeMB: number;
   rssOpenMB: number;
   rssAfterMB: number;
+  /** V8's committed heap before the streams and with them open (did the idle trim run?). */
+  heapTotalBeforeMB: number;
+  heapTotalOpenMB: number;
   ok: number;
   errors: number;
   firstError: string | null;
@@ -351,7 +356,7 @@ export function printReport(r: BenchResults): void {
   );
   for (const [side, os] of Object.entries(r.memory.openStreams)) {
     console.log(
-      `open streams (${SIDE_LABELS[side as SideId]}): ${os.opened}/${os.streams} open in ${os.openMs} ms; RSS ${os.idleBeforeMs > 0 ? `(idle ${os.idleBeforeMs / 1000} s) ` : ''}${os.rssBeforeMB.toFixed(1)} → ${os.rssOpenMB.toFixed(1)} MB open → ${os.rssAfterMB.toFixed(1)} MB after; ${os.errors} errors`,
+      `open streams (${SIDE_LABELS[side as SideId]}): ${os.opened}/${os.streams} open in ${os.openMs} ms; RSS ${os.idleBeforeMs > 0 ? `(idle ${os.idleBeforeMs / 1000} s) ` : ''}${os.rssBeforeMB.toFixed(1)} → ${os.rssOpenMB.toFixed(1)} MB open → ${os.rssAfterMB.toFixed(1)} MB after (V8 heap ${os.heapTotalBeforeMB.toFixed(1)} → ${os.heapTotalOpenMB.toFixed(1)} MB); ${os.errors} errors`,
     );
   }
   const c = r.config;

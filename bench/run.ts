@@ -188,7 +188,12 @@ async function memorySample(
   gc: boolean,
 ): Promise<MemorySample> {
   const m = await child.memory(gc);
-  return { requests, rssMB: mb(m.rssBytes), heapUsedMB: mb(m.heapUsedBytes) };
+  return {
+    requests,
+    rssMB: mb(m.rssBytes),
+    heapUsedMB: mb(m.heapUsedBytes),
+    heapTotalMB: mb(m.heapTotalBytes),
+  };
 }
 
 async function main(): Promise<void> {
@@ -451,6 +456,8 @@ async function main(): Promise<void> {
         rssBeforeMB: before.rssMB,
         rssOpenMB: open.rssMB,
         rssAfterMB: after.rssMB,
+        heapTotalBeforeMB: before.heapTotalMB,
+        heapTotalOpenMB: open.heapTotalMB,
         ok: end.ok,
         errors: end.errors,
         firstError: end.firstError,
