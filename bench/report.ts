@@ -90,7 +90,8 @@ export interface BenchResults {
   profile: ProfileSummary & { file: string; side: SideId; rps: number };
 }
 
-const GATEWAYS: SideId[] = ['gateway', 'gatewayPgRedis'];
+/** The sides that are a gateway (the others are the direct call and the bare proxy). */
+export const GATEWAYS: SideId[] = ['gateway', 'gatewayPgRedis'];
 
 const signed = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
 

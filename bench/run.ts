@@ -28,6 +28,7 @@ import type { GatewayArgs } from './procs/gateway.ts';
 import type { ProxyArgs } from './procs/proxy.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 import {
+  GATEWAYS,
   printReport,
   type BenchResults,
   type MemorySample,
@@ -46,7 +47,6 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
 const SLOW_CHANNELS = 5;
 /** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
-const GATEWAY_SIDES: SideId[] = ['gateway', 'gatewayPgRedis'];
 const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
@@ -172,7 +172,7 @@ async function memoryTrims(
   children: Partial<Record<SideId, BenchChild>>,
 ): Promise<Partial<Record<SideId, number>>> {
   const out: Partial<Record<SideId, number>> = {};
-  for (const side of GATEWAY_SIDES) {
+  for (const side of GATEWAYS) {
     const c = children[side];
     if (c === undefined) continue;
     const text = await (await fetch(`${c.url}/metrics`)).text();
