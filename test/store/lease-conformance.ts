@@ -166,6 +166,53 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       });
     });
 
+    it('the batch write keeps usage rows to accounts that exist, without a foreign key', async () => {
+      // Migration 0006 dropped usage_log's per-row foreign-key trigger; the write checks each
+      // account once instead. Free rows need no lease, so only that check stands in their way.
+      const { account, key } = await funded(0n);
+      const row = (requestId: string, accountId: string): unknown[] => [
+        requestId,
+        accountId,
+        key.id,
+        'm',
+        null,
+        'chat',
+        1,
+        0,
+        1,
+        0,
+        false,
+        null,
+        false,
+        null,
+        '0',
+        '0',
+        false,
+        'failed',
+        502,
+        5,
+        null,
+        false,
+        null,
+      ];
+      const known = `req_fk_known_${Date.now()}`;
+      const unknown = `req_fk_unknown_${Date.now()}`;
+      const rows = await admin.driver.query<{ kind: string; id: string }>(
+        `SELECT r_kind AS kind, r_id AS id
+           FROM switchyard_write_batch($1, $2, '[]'::jsonb, $3::jsonb, '[]'::jsonb, '[]'::jsonb)`,
+        [
+          'holder-fk-test',
+          'instance-fk-test',
+          JSON.stringify([row(known, account.id), row(unknown, 'acct_does_not_exist')]),
+        ],
+      );
+      expect(rows.filter((r) => r.kind === 'unsettled')).toEqual([
+        { kind: 'unsettled', id: unknown },
+      ]);
+      expect(await admin.getUsage(known)).toMatchObject({ accountId: account.id, costNano: 0n });
+      expect(await admin.getUsage(unknown)).toBeNull();
+    });
+
     it('stores each price snapshot once, and gives every request its own back', async () => {
       const { account, key } = await funded(YUAN);
       const [a, b] = [await db.open(true), await db.open(true)];
