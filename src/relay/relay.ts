@@ -4,7 +4,11 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { imageCost, tokenCost, tokenReservation } from '../billing/meter.ts';
-import { priceAtEntry, snapshotRecord, type PriceSnapshot } from '../billing/price-at-entry.ts';
+import {
+  priceAtEntry,
+  sharedSnapshotRecord,
+  type PriceSnapshot,
+} from '../billing/price-at-entry.ts';
 import type { Nano } from '../billing/money.ts';
 import type { EndpointDef } from '../http/endpoints.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
@@ -14,7 +18,7 @@ import type { SlotLease } from '../limits/limiter.ts';
 import type { JsonObject } from '../protocols/types.ts';
 import type { Usage } from '../protocols/usage.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
-import type { SettleStatus } from '../store/store.ts';
+import { SplitPriceSnapshot, type SettleStatus } from '../store/store.ts';
 import type { EndpointKind } from '../table/endpoints.ts';
 import type { Candidate, ModelEntry, Route, RoutingTable } from '../table/types.ts';
 import { orderCandidates } from './channel-choice.ts';
@@ -663,7 +667,10 @@ function settle(
     outputTokens: usage?.outputTokens ?? 0,
     reasoningTokens: usage?.reasoningTokens ?? 0,
     estimated: metered?.estimated ?? false,
-    priceSnapshot: snapshotRecord(admitted.snapshot),
+    priceSnapshot: new SplitPriceSnapshot(
+      sharedSnapshotRecord(admitted.snapshot),
+      admitted.snapshot.atMs,
+    ),
     peakApplied: admitted.snapshot.peakWindowId !== null,
     campaignId: admitted.snapshot.campaignId,
     costNano,

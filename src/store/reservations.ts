@@ -4,7 +4,7 @@
 
 import type { Driver, Queryable } from './driver.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
-import { StoreError } from './store.ts';
+import { StoreError, wholeSnapshot } from './store.ts';
 
 /** Recovery resolves at most this many reservations per transaction. */
 const RECOVERY_BATCH = 500;
@@ -114,7 +114,7 @@ export async function settle(
       outcome.outputTokens,
       outcome.reasoningTokens,
       outcome.estimated,
-      outcome.priceSnapshot === null ? null : JSON.stringify(outcome.priceSnapshot),
+      outcome.priceSnapshot === null ? null : JSON.stringify(wholeSnapshot(outcome.priceSnapshot)),
       outcome.peakApplied,
       outcome.campaignId,
       outcome.status,

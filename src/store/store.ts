@@ -77,6 +77,28 @@ export interface LedgerEntry {
  */
 export type PriceSnapshot = Readonly<Record<string, string | null>>;
 
+/**
+ * A price snapshot as the gateway hands it over: the part every request on one price, peak window
+ * and campaign shares (one object, reused: its identity finds its price_snapshots id without
+ * serialising it, decision 0019) and the request's entry time, which a whole snapshot carries as
+ * `pricedAt`. The two together equal that whole snapshot (`wholeSnapshot`).
+ */
+export class SplitPriceSnapshot {
+  readonly shared: PriceSnapshot;
+  readonly pricedAtMs: number;
+  constructor(shared: PriceSnapshot, pricedAtMs: number) {
+    this.shared = shared;
+    this.pricedAtMs = pricedAtMs;
+  }
+}
+
+/** The snapshot as one record, `pricedAt` included. */
+export function wholeSnapshot(s: PriceSnapshot | SplitPriceSnapshot): PriceSnapshot {
+  return s instanceof SplitPriceSnapshot
+    ? { ...s.shared, pricedAt: new Date(s.pricedAtMs).toISOString() }
+    : s;
+}
+
 export interface UsageRecord {
   requestId: string;
   accountId: string;
@@ -128,7 +150,7 @@ export interface SettleOutcome {
   outputTokens: number;
   reasoningTokens: number;
   estimated: boolean;
-  priceSnapshot: PriceSnapshot | null;
+  priceSnapshot: PriceSnapshot | SplitPriceSnapshot | null;
   peakApplied: boolean;
   campaignId: string | null;
   /** Metered cost; charged up to the reservation. Ignored (0) when status is 'failed'. */

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
 import type { SqlStore } from '../../src/store/sql-store.ts';
+import { SplitPriceSnapshot } from '../../src/store/store.ts';
 import type { Account, ApiKey, PriceSnapshot } from '../../src/store/store.ts';
 import type { StoreDatabase, StoreHarness } from './conformance.ts';
 import { outcome, reserveOn, YUAN } from './conformance.ts';
@@ -248,6 +249,26 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       ];
       await a.settle(later[0]!.id, outcome(10n, { priceSnapshot: snap('8000', at(5)) }));
       await b.settle(later[1]!.id, outcome(10n, { priceSnapshot: snap('8000', at(6)) }));
+      // As the gateway hands it over: the shared part as one object, the entry time beside it;
+      // through the lease book and through the one-statement path of a store without leases.
+      const plain = await db.open(false);
+      const split = [
+        await reserveOn(b, account, key, 1000n),
+        await reserveOn(plain, account, key, 1000n),
+      ];
+      const splitAt = Date.UTC(2026, 10, 21, 9, 0, 0, 7);
+      const shared = snap('8000', null);
+      await b.settle(
+        split[0]!.id,
+        outcome(10n, { priceSnapshot: new SplitPriceSnapshot(shared, splitAt) }),
+      );
+      await plain.settle(
+        split[1]!.id,
+        outcome(10n, { priceSnapshot: new SplitPriceSnapshot(shared, splitAt) }),
+      );
+      for (const h of split) {
+        expect((await admin.getUsage(h.id))?.priceSnapshot).toEqual(snap('8000', at(7)));
+      }
 
       for (const [i, h] of held.entries()) {
         expect((await admin.getUsage(h.id))?.priceSnapshot).toEqual(given[i]);
@@ -264,7 +285,7 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       );
       // Two: the 8000 price (with or without an entry time, its shared part is the same) and 9000.
       expect(Number(stored[0]?.n)).toBe(2);
-      await Promise.all([a.close(), b.close()]);
+      await Promise.all([a.close(), b.close(), plain.close()]);
     });
 
     it('two holders on one account never admit more than the balance together', async () => {
