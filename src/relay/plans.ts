@@ -61,6 +61,8 @@ export interface PlanInput {
   apiKey: string;
   /** Client's anthropic-beta header, forwarded to Anthropic upstreams. */
   anthropicBeta: string | null;
+  /** Sent upstream as x-request-id, after the channel's own headers. */
+  requestId: string;
 }
 
 function reasoningParams(input: PlanInput): Record<string, unknown> | null {
@@ -72,13 +74,16 @@ function reasoningParams(input: PlanInput): Record<string, unknown> | null {
   );
 }
 
+/** One fresh object a request: the protocol's headers, the channel's, then the request id. */
 function headersFor(input: PlanInput): Record<string, string> {
   const ch = input.candidate.channel;
   const base =
     ch.protocol === 'anthropic'
       ? anthropicHeaders(input.apiKey, input.anthropicBeta)
-      : { ...openAiHeaders(input.apiKey), 'content-type': 'application/json' };
-  return Object.keys(ch.headers).length === 0 ? base : { ...base, ...ch.headers };
+      : openAiHeaders(input.apiKey);
+  for (const name in ch.headers) base[name] = ch.headers[name]!;
+  base['x-request-id'] = input.requestId;
+  return base;
 }
 
 const PASSTHROUGH_PATHS: Partial<Record<EndpointKind, string>> = {

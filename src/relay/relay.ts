@@ -452,6 +452,7 @@ async function dispatch(
       wantsUsage: admitted.facts.wantsUsage,
       apiKey: ctx.upstreams.apiKey(channel),
       anthropicBeta: typeof beta === 'string' ? beta : null,
+      requestId,
     });
     const pool = ctx.upstreams.pool(channel);
     let response: Dispatcher.ResponseData;
@@ -459,7 +460,7 @@ async function dispatch(
       response = await pool.pool.request({
         method: 'POST',
         path: pool.basePath + plan.path,
-        headers: { ...plan.headers, 'x-request-id': requestId },
+        headers: plan.headers,
         body: plan.body,
         headersTimeout: channel.timeouts.firstByteMs,
         bodyTimeout: channel.timeouts.firstByteMs,

@@ -224,17 +224,36 @@ export class LeaseBook {
     lease.held -= open.amountNano;
     lease.pending += cost;
     lease.lastUsed = performance.now();
-    const { model, ...reported } = outcome;
+    // Field by field, not two spreads and a rest: one request's record was 1.6 KB of allocation
+    // that way (sampling heap profile, session 7), the largest of the store's own.
     const record: SettleRecord = {
-      ...open,
-      ...reported,
+      requestId: open.requestId,
+      accountId: open.accountId,
+      keyId: open.keyId,
+      model: open.model,
+      endpoint: open.endpoint,
+      amountNano: open.amountNano,
+      persisted: open.persisted,
       // A write of its open record in flight commits before this settlement's write (one write
       // at a time), so the settlement takes back any row, and counts as recovered only when a
       // row it knew was written is gone.
       mayHaveRecord: open.persisted || open.writing,
-      billedModel: model ?? open.model,
+      billedModel: outcome.model ?? open.model,
+      channelId: outcome.channelId,
+      inputTokens: outcome.inputTokens,
+      cacheHitTokens: outcome.cacheHitTokens,
+      outputTokens: outcome.outputTokens,
+      reasoningTokens: outcome.reasoningTokens,
+      estimated: outcome.estimated,
+      priceSnapshot: outcome.priceSnapshot,
+      peakApplied: outcome.peakApplied,
+      campaignId: outcome.campaignId,
       costNano: cost,
       capped: metered > open.amountNano,
+      status: outcome.status,
+      httpStatus: outcome.httpStatus,
+      latencyMs: outcome.latencyMs,
+      upstreamRequestId: outcome.upstreamRequestId,
     };
     return new Promise((resolve, reject) => {
       this.settles.push({ record, resolve, reject });

@@ -295,6 +295,14 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     });
     expect(r.headers.get('x-request-id')).toBe('caller-chosen-id-42');
     expect((await h.usage('caller-chosen-id-42')).accountId).toBe(accountId);
+    // The upstream sees the same id (the channel's own headers cannot replace it) beside the
+    // channel's key and headers.
+    expect(h.mock.calls.at(-1)?.headers).toMatchObject({
+      'x-request-id': 'caller-chosen-id-42',
+      'x-e2e-channel': 'oa-main',
+      'content-type': 'application/json',
+    });
+    expect(h.mock.calls.at(-1)?.headers.authorization).toMatch(/^Bearer /);
   });
 
   it('unknown routes: 404 not_found in the error object', async () => {

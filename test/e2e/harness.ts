@@ -26,6 +26,7 @@ export const E2E_CONFIG = (mockUrl: string): Record<string, string> => ({
     priority: 10
     capacity: 50
     timeouts: { connect_ms: 1000, first_byte_ms: 2000, total_ms: 10000 }
+    headers: { x-e2e-channel: oa-main, x-request-id: not-the-channels-to-set }
   - id: oa-backup
     protocol: openai
     base_url: ${mockUrl}/v1
