@@ -132,13 +132,24 @@ export interface ClosedLoopResult {
 }
 
 /**
+ * Untimed work before every turn, so that no turn pays for the one before it. The bench collects
+ * the garbage of the two processes every side shares (the load generator and the upstream mock):
+ * the rotating order keeps the sides' cyclic order, so the side after the fastest one always
+ * inherited its garbage in both. Two identical gateways measured 2,658 and 3,694 req/s that way
+ * (the first always ran after the bare proxy), and 2,532 and 2,464 with the garbage collected
+ * between turns (decision 0008, session 8 addendum).
+ */
+export type BetweenTurns = () => Promise<void>;
+
+/**
  * Measures several sides in turns: `rounds` rounds, one side at a time, the order rotating every
  * round (decision 0008, session 5). Each side has its own pool of `connections` and its own sink,
- * which `slice` fills a turn at a time and `result` sums up at the end.
+ * which `slice` fills a turn at a time and `result` sums up at the end. `between` runs before
+ * every turn, outside its time.
  */
 async function inTurns<K extends string, Sink, R>(
   sides: readonly { id: K; target: Target }[],
-  opts: { connections: number; rounds: number },
+  opts: { connections: number; rounds: number; between?: BetweenTurns | undefined },
   newSink: () => Sink,
   slice: (pool: Pool, target: Target, sink: Sink, id: K) => Promise<void>,
   result: (sink: Sink) => R,
@@ -151,6 +162,7 @@ async function inTurns<K extends string, Sink, R>(
   for (let round = 0; round < opts.rounds; round++) {
     for (let i = 0; i < runs.length; i++) {
       const run = runs[(round + i) % runs.length]!;
+      if (opts.between !== undefined) await opts.between();
       await slice(run.pool, run.target, run.sink, run.id);
     }
   }
@@ -265,11 +277,17 @@ export async function closedLoop(
  */
 export async function interleavedClosedLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: { concurrency: number; sliceMs: number; slices: number; body: string },
+  opts: {
+    concurrency: number;
+    sliceMs: number;
+    slices: number;
+    body: string;
+    between?: BetweenTurns;
+  },
 ): Promise<Record<K, ClosedLoopResult>> {
   return inTurns(
     sides,
-    { connections: opts.concurrency, rounds: opts.slices },
+    { connections: opts.concurrency, rounds: opts.slices, between: opts.between },
     newClosedSink,
     (pool, target, sink) =>
       closedSlice(
@@ -391,12 +409,13 @@ export async function interleavedOpenLoop<K extends string>(
     body: string;
     connections: number;
     onSlice?: (id: K, fromUs: number, toUs: number) => void;
+    between?: BetweenTurns;
   },
 ): Promise<Record<K, OpenLoopResult>> {
   const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
   return inTurns(
     sides,
-    { connections: opts.connections, rounds: opts.slices },
+    { connections: opts.connections, rounds: opts.slices, between: opts.between },
     newSink,
     async (pool, target, sink, id) => {
       const fromUs = nowUs();
@@ -496,11 +515,17 @@ export async function streamLoop(
  */
 export async function interleavedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: { concurrency: number; sliceMs: number; slices: number; body: string },
+  opts: {
+    concurrency: number;
+    sliceMs: number;
+    slices: number;
+    body: string;
+    between?: BetweenTurns;
+  },
 ): Promise<Record<K, StreamLoopResult>> {
   return inTurns(
     sides,
-    { connections: opts.concurrency, rounds: opts.slices },
+    { connections: opts.concurrency, rounds: opts.slices, between: opts.between },
     newStreamSink,
     (pool, target, sink) =>
       streamSlice(

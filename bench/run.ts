@@ -7,6 +7,8 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { startChild, type BenchChild } from './child.ts';
@@ -47,6 +49,11 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
 const SLOW_CHANNELS = 5;
 /** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
+
+// This process is the load generator: its own garbage is collected between turns (BetweenTurns in
+// load.ts), with `gc` exposed here so that every way of starting the bench does it.
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
 const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
@@ -222,6 +229,13 @@ async function main(): Promise<void> {
     };
     const upstream = await startChild('upstream', 'upstream', upstreamArgs);
     children.push(upstream);
+    // Before every turn of the interleaved sections: the garbage of the two processes every side
+    // shares goes first, so the side after the fastest one does not pay for it (decision 0008,
+    // session 8 addendum).
+    const between = async (): Promise<void> => {
+      collectGarbage();
+      await upstream.memory(true);
+    };
     const gatewayArgs = (pgUrl: string | null, redisUrl: string | null): GatewayArgs => ({
       upstream: upstream.url,
       upstreamKey: upstream.key,
@@ -335,6 +349,7 @@ async function main(): Promise<void> {
         sliceMs: P.throughputMs / P.throughputSlices,
         slices: P.throughputSlices,
         body: chat,
+        between,
       },
     );
 
@@ -367,6 +382,7 @@ async function main(): Promise<void> {
         slices: P.latencySlices,
         body: chat,
         connections: P.openLoopConnections,
+        between,
         onSlice: (id, fromUs, toUs) => {
           const list = windows.get(id) ?? [];
           list.push([fromUs, toUs]);
@@ -404,6 +420,7 @@ async function main(): Promise<void> {
         sliceMs: P.streamMs / P.streamSlices,
         slices: P.streamSlices,
         body: streamed,
+        between,
       },
     );
 
