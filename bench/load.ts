@@ -141,6 +141,15 @@ export interface ClosedLoopResult {
  */
 export type BetweenTurns = () => Promise<void>;
 
+/** A loop of `concurrency` taken in turns: `slices` turns of `sliceMs` a side. */
+interface TurnLoopOptions {
+  concurrency: number;
+  sliceMs: number;
+  slices: number;
+  body: string;
+  between?: BetweenTurns;
+}
+
 /**
  * Measures several sides in turns: `rounds` rounds, one side at a time, the order rotating every
  * round (decision 0008, session 5). Each side has its own pool of `connections` and its own sink,
@@ -277,13 +286,7 @@ export async function closedLoop(
  */
 export async function interleavedClosedLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: {
-    concurrency: number;
-    sliceMs: number;
-    slices: number;
-    body: string;
-    between?: BetweenTurns;
-  },
+  opts: TurnLoopOptions,
 ): Promise<Record<K, ClosedLoopResult>> {
   return inTurns(
     sides,
@@ -515,13 +518,7 @@ export async function streamLoop(
  */
 export async function interleavedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: {
-    concurrency: number;
-    sliceMs: number;
-    slices: number;
-    body: string;
-    between?: BetweenTurns;
-  },
+  opts: TurnLoopOptions,
 ): Promise<Record<K, StreamLoopResult>> {
   return inTurns(
     sides,

@@ -49,12 +49,12 @@ const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6
 const SLOW_CHANNELS = 5;
 /** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
+const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 // This process is the load generator: its own garbage is collected between turns (BetweenTurns in
 // load.ts), with `gc` exposed here so that every way of starting the bench does it.
 setFlagsFromString('--expose-gc');
 const collectGarbage = runInNewContext('gc') as () => void;
-const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');

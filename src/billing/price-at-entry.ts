@@ -56,10 +56,10 @@ const sharedRecords = new WeakMap<
 
 /**
  * The snapshot as the usage log stores it (exact decimal strings, never floats), without the
- * entry time, which goes beside it (`SplitPriceSnapshot`): the same for every request on one price, peak window
- * and campaign, so it is built once per combination and the same frozen object comes back. Built
- * per request (six bigint and two date conversions), it and its re-reading in the store cost
- * ~2.5 µs a request (decision 0019, session 8).
+ * entry time, which goes beside it (`SplitPriceSnapshot`). It is the same for every request on
+ * one price, peak window and campaign, so it is built once per combination and the same frozen
+ * object comes back. Built per request (six bigint and two date conversions), it and its
+ * re-reading in the store cost ~2.5 µs a request (decision 0019, session 8).
  */
 export function sharedSnapshotRecord(s: PriceSnapshot): Readonly<Record<string, string | null>> {
   let byState = sharedRecords.get(s.price);

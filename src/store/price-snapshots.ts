@@ -4,7 +4,7 @@
 // row keeps the id and the entry time. A writer remembers which ids it has written, so a batch
 // carries only the snapshots new to it (one per price change, peak window or campaign).
 import { hash } from 'node:crypto';
-import { SplitPriceSnapshot, type PriceSnapshot } from './store.ts';
+import { SplitPriceSnapshot, wholeSnapshot, type PriceSnapshot } from './store.ts';
 
 /** Past this many distinct snapshots the catalog starts over (a re-sent one is a no-op). */
 const MAX_REMEMBERED = 4096;
@@ -90,5 +90,5 @@ export function joinSnapshot(
   if (shared === null) return null;
   return pricedAtMs === null
     ? shared
-    : { ...shared, pricedAt: new Date(Number(pricedAtMs)).toISOString() };
+    : wholeSnapshot(new SplitPriceSnapshot(shared, Number(pricedAtMs)));
 }
