@@ -13,6 +13,7 @@ import { createLimiter } from './limits/create-limiter.ts';
 import type { GatewayLimiter } from './limits/resilient-limiter.ts';
 import { ChannelHealth } from './relay/channel-health.ts';
 import type { GatewayContext, RelayOptions } from './relay/context.ts';
+import { PendingWork } from './relay/pending-work.ts';
 import { Upstreams } from './relay/upstreams.ts';
 import { KeyCache } from './store/key-cache.ts';
 import { openStore } from './store/open-store.ts';
@@ -141,7 +142,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       telemetry.observe(requestId, route, method, headers, tables.current.version),
     log,
     relay: { maxAttempts: opts.relay?.maxAttempts ?? 3, backoffMs: opts.relay?.backoffMs ?? 25 },
-    inflight: new Set(),
+    inflight: new PendingWork(),
   };
 
   const slots = {
@@ -227,7 +228,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       await tables.close();
       await metricsServer?.close();
       await app.close();
-      await Promise.allSettled([...ctx.inflight]);
+      await ctx.inflight.idle();
       keys.stop();
       await upstreams.close();
       await demo?.close();

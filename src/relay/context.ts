@@ -6,6 +6,7 @@ import type { GatewayLimiter } from '../limits/resilient-limiter.ts';
 import type { KeyCache } from '../store/key-cache.ts';
 import type { Store } from '../store/store.ts';
 import type { RequestObserver } from './observer.ts';
+import type { PendingWork } from './pending-work.ts';
 import type { ChannelHealth } from './channel-health.ts';
 import type { Upstreams } from './upstreams.ts';
 
@@ -33,5 +34,5 @@ export interface GatewayContext {
   log: FastifyBaseLogger;
   relay: RelayOptions;
   /** Settlements still being written; close() waits for them so nothing is lost on shutdown. */
-  inflight: Set<Promise<unknown>>;
+  inflight: PendingWork;
 }

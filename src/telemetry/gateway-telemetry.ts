@@ -3,32 +3,15 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { pino } from 'pino';
-import type {
-  AttemptOutcome,
-  RejectedLayer,
-  RequestFacts,
-  RequestObserver,
-  SettledFacts,
-} from '../relay/observer.ts';
-import type { EndpointKind } from '../table/endpoints.ts';
+import type { RequestObserver } from '../relay/observer.ts';
 import type { GatewayEntry } from '../table/types.ts';
-import { addCostNano, createGatewayMetrics, type GatewayMetrics } from './gateway-metrics.ts';
-import type { RejectedBy } from './labels.ts';
-import { accessLogLine, loggerOptions } from './logging.ts';
+import { createGatewayMetrics, type GatewayMetrics } from './gateway-metrics.ts';
+import { loggerOptions } from './logging.ts';
 import { PROMETHEUS_CONTENT_TYPE } from './metrics.ts';
-import {
-  createTracing,
-  endUpstreamAttempt,
-  genAiOperation,
-  markRejected,
-  setGenAiAttributes,
-  startRequestTrace,
-  type IncomingHeaders,
-  type Tracing,
-} from './tracing.ts';
+import { RequestObservation, type ObservationDeps } from './request-observation.ts';
+import { createTracing, startRequestTrace, type IncomingHeaders, type Tracing } from './tracing.ts';
 
 export interface TelemetryOptions {
   exporter: 'none' | 'otlp' | 'memory';
@@ -75,28 +58,6 @@ export interface Telemetry {
   ): Promise<{ url: string; close(): Promise<void> }>;
   shutdown(): Promise<void>;
 }
-
-const REJECTED: Record<RejectedLayer, RejectedBy> = {
-  auth: 'auth',
-  blacklist: 'blacklist',
-  validation: 'validation',
-  routing: 'routing',
-  permission: 'auth',
-  rpm: 'rpm',
-  balance: 'balance',
-  capacity: 'capacity',
-};
-
-/** Route name → endpoint kind, for gen_ai.operation.name (bounded: the registry's routes). */
-const KIND_BY_ROUTE: Record<string, EndpointKind> = {
-  'POST /v1/chat/completions': 'chat',
-  'POST /pg/chat/completions': 'chat',
-  'POST /v1/messages': 'messages',
-  'POST /v1/responses': 'responses',
-  'POST /v1/embeddings': 'embeddings',
-  'POST /v1/images/generations': 'images_generations',
-  'POST /v1/completions': 'completions',
-};
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
@@ -149,6 +110,7 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
     return { status: 200, contentType: PROMETHEUS_CONTENT_TYPE, body: base.registry.render() };
   }
 
+  const deps: ObservationDeps = { metrics: base, logger };
   function observe(
     requestId: string,
     route: string,
@@ -156,7 +118,6 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
     headers: IncomingHeaders,
     version: string,
   ): RequestObserver {
-    const started = performance.now();
     const trace = startRequestTrace(
       tracing,
       route,
@@ -166,122 +127,7 @@ export function createTelemetry(opts: TelemetryOptions): Telemetry {
       route.slice(route.indexOf(' ') + 1),
       requestId,
     );
-    let admission: Span | null = trace.startAdmission();
-    let facts: RequestFacts = { accountId: null, keyId: null, model: null };
-    let settled: SettledFacts | null = null;
-    let firstChunkMs: number | null = null;
-    let finished = false;
-    let settledDone = false;
-    let status = 0;
-    const endAdmission = (): void => {
-      admission?.end();
-      admission = null;
-    };
-    const writeAccessLine = (): void => {
-      const model = settled?.model ?? facts.model ?? '';
-      const channel = settled?.channelId ?? '';
-      const statusText = String(status);
-      base.requests.labels(route, model, channel, statusText).inc();
-      base.requestDuration
-        .labels(route, model, statusText)
-        .observe((performance.now() - started) / 1000);
-      logger.info(
-        accessLogLine({
-          reqId: requestId,
-          route,
-          model: model === '' ? null : model,
-          channel: channel === '' ? null : channel,
-          status,
-          usage: settled?.usage ?? null,
-          costNano: settled?.costNano ?? null,
-          latencyMs: Math.round(performance.now() - started),
-          accountId: facts.accountId,
-          keyId: facts.keyId,
-        }),
-        'request',
-      );
-    };
-    return {
-      identify(f) {
-        facts = {
-          accountId: f.accountId ?? facts.accountId,
-          keyId: f.keyId ?? facts.keyId,
-          model: f.model ?? facts.model,
-        };
-      },
-      admitted() {
-        endAdmission();
-      },
-      rejected(layer) {
-        const by = REJECTED[layer];
-        base.rejections.labels(by).inc();
-        if (admission !== null) {
-          markRejected(admission, trace.span, by);
-          endAdmission();
-        }
-      },
-      attempt(channelId, protocol, n) {
-        endAdmission();
-        const span = trace.startUpstreamAttempt(channelId, protocol, n);
-        return {
-          end(outcome: AttemptOutcome, httpStatus: number | null) {
-            base.upstreamAttempts.labels(channelId, outcome).inc();
-            endUpstreamAttempt(span, httpStatus, outcome);
-          },
-        };
-      },
-      firstChunk(channelId) {
-        firstChunkMs = performance.now() - started;
-        if (facts.model !== null)
-          base.timeToFirstToken.labels(facts.model, channelId).observe(firstChunkMs / 1000);
-      },
-      settled(f) {
-        settled = f;
-        const span = trace.startSettlement();
-        if (f.usage !== null) {
-          base.tokens.labels(f.model, 'input').inc(f.usage.inputTokens);
-          base.tokens.labels(f.model, 'cache_hit').inc(f.usage.cacheHitTokens);
-          base.tokens.labels(f.model, 'output').inc(f.usage.outputTokens);
-        }
-        addCostNano(base.costYuan.labels(f.model), f.costNano);
-        if (trace.recording) {
-          setGenAiAttributes(trace.span, {
-            operation: genAiOperation(KIND_BY_ROUTE[route] ?? 'chat'),
-            providerName: f.provider ?? 'unknown',
-            requestModel: f.model,
-            responseModel: f.upstreamModel,
-            inputTokens: f.usage?.inputTokens ?? 0,
-            cacheHitTokens: f.usage?.cacheHitTokens ?? 0,
-            outputTokens: f.usage?.outputTokens ?? 0,
-            timeToFirstChunkMs: firstChunkMs,
-            accountId: facts.accountId ?? '',
-            keyId: facts.keyId ?? '',
-            channelId: f.channelId,
-            costNano: f.costNano,
-            configVersion: version,
-          });
-          span.setAttribute('switchyard.settlement.status', f.status);
-        }
-        span.end();
-        settledDone = true;
-        // Streams settle after their response finished: the request span closes here then.
-        if (finished) {
-          trace.end(status);
-          writeAccessLine();
-        }
-      },
-      finish(httpStatus) {
-        if (finished) return;
-        finished = true;
-        status = httpStatus;
-        endAdmission();
-        // A response whose settlement is still being written closes its span when that ends.
-        if (settledDone || httpStatus !== 200) {
-          trace.end(status);
-          writeAccessLine();
-        }
-      },
-    };
+    return new RequestObservation(deps, requestId, route, trace, version);
   }
 
   return {
