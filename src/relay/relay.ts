@@ -685,7 +685,6 @@ function settle(
     latencyMs: Math.round(performance.now() - startedAt),
     upstreamRequestId: upstreamId,
   };
-  ctx.inflight.enter();
   return writeOutcome(
     ctx,
     requestId,
@@ -704,7 +703,10 @@ function settle(
   );
 }
 
-/** settle()'s write and its retries; `facts.costNano` is filled from the store's answer. */
+/**
+ * settle()'s write and its retries; `facts.costNano` is filled from the store's answer. Counted
+ * in `ctx.inflight` from its first (synchronous) step to its end, so close() waits for it.
+ */
 async function writeOutcome(
   ctx: GatewayContext,
   requestId: string,
@@ -712,6 +714,7 @@ async function writeOutcome(
   facts: SettledFacts,
   obs: RequestObserver,
 ): Promise<void> {
+  ctx.inflight.enter();
   try {
     for (let attempt = 0; ; attempt++) {
       try {
