@@ -15,6 +15,11 @@ export interface StreamRelay {
   end(): string;
   /** Usage seen so far (final once the stream has ended); null when the upstream reported none. */
   readonly usage: Usage | null;
+  /**
+   * Client events made from the upstream's chunks (push), not the closing text of end(): the
+   * output estimate when a cut stream reported no usage.
+   */
+  readonly events: number;
   /** performance.now() when the first event was handed to the client; null before that. */
   readonly firstContentAt: number | null;
   /** True once the upstream sent its own end marker ([DONE], message_stop, response.completed). */
@@ -31,6 +36,7 @@ export interface StreamRelay {
  */
 export abstract class SseStreamRelay implements StreamRelay {
   usage: Usage | null;
+  events: number;
   firstContentAt: number | null;
   completed: boolean;
   errorMessage: string | null;
@@ -41,6 +47,7 @@ export abstract class SseStreamRelay implements StreamRelay {
 
   constructor() {
     this.usage = null;
+    this.events = 0;
     this.firstContentAt = null;
     this.completed = false;
     this.errorMessage = null;
@@ -56,14 +63,17 @@ export abstract class SseStreamRelay implements StreamRelay {
   }
 
   end(): string {
+    const events = this.events;
     this.parser.end();
     this.finish();
+    this.events = events;
     return this.take();
   }
 
-  /** Appends client text; stamps the time of the first write. */
+  /** Appends one client event; stamps the time of the first. */
   protected emit(text: string): void {
     if (this.firstContentAt === null) this.firstContentAt = performance.now();
+    this.events++;
     this.out += text;
   }
 

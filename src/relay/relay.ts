@@ -745,17 +745,6 @@ const SSE_HEADERS = {
   'x-accel-buffering': 'no',
 };
 
-/** Counts SSE events in relayed text: the output estimate when a cut stream reported no usage. */
-function countEvents(text: string): number {
-  let n = 0;
-  let i = text.indexOf('\n\n');
-  while (i !== -1) {
-    n++;
-    i = text.indexOf('\n\n', i + 2);
-  }
-  return n;
-}
-
 function streamErrorText(style: ErrorStyle, requestId: string, message: string): string {
   const body = errorBody('upstream_error', message, requestId, style);
   return style === 'anthropic'
@@ -867,7 +856,6 @@ export async function relayModelRoute(
     ...(reply.getHeaders() as Record<string, string>),
     'x-request-id': requestId,
   });
-  let events = countEvents(dispatched.first);
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;
@@ -877,9 +865,7 @@ export async function relayModelRoute(
   }, candidate.channel.timeouts.totalMs);
   try {
     raw.write(dispatched.first);
-    const end = await pump.rest(raw, abort.signal, (text) => {
-      events += countEvents(text);
-    });
+    const end = await pump.rest(raw, abort.signal);
     if (!end.ended) {
       if (timedOut || !abort.signal.aborted) {
         // After the first byte there is no retry: the stream ends with an error event.
@@ -903,7 +889,7 @@ export async function relayModelRoute(
     // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
     if (status !== 'ok') void dispatched.response.body.destroy();
   }
-  const metered = meter(admitted, relay.usage, 0, relay.usage === null ? events : 0);
+  const metered = meter(admitted, relay.usage, 0, relay.usage === null ? relay.events : 0);
   obs.finish(200);
   await settle(
     ctx,

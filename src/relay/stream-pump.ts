@@ -21,15 +21,12 @@ export type PumpEnd = { ended: true } | { ended: false; error: unknown };
 export class UpstreamPump {
   private readonly body: Readable;
   private readonly relay: StreamRelay;
-  /** Client text from the upstream's chunks produced before rest(). */
+  /** Client text produced before rest(): from the upstream's chunks, then any closing text. */
   private pending: string;
-  /** The relay's closing text when the body ended before rest(); not the upstream's, so not counted. */
-  private closing: string;
   /** Null while the body is open. */
   private outcome: PumpEnd | null;
   /** Set by rest(): where each chunk's text is written. */
   private raw: ServerResponse | null;
-  private onText: (text: string) => void;
   /** The waiting first() or rest(), told of new pending text or of the outcome. */
   private wake: (() => void) | null;
   /** The body is paused until the client's socket drains. */
@@ -40,10 +37,8 @@ export class UpstreamPump {
     this.body = body;
     this.relay = relay;
     this.pending = '';
-    this.closing = '';
     this.outcome = null;
     this.raw = null;
-    this.onText = ignore;
     this.wake = null;
     this.draining = false;
     this.resume = () => {
@@ -61,8 +56,8 @@ export class UpstreamPump {
   }
 
   /**
-   * The first non-empty client text, or the relay's closing text ('' when there is none) if the
-   * body ended first. Rejects when the body fails before either.
+   * The first non-empty client text: the upstream's, or the relay's closing text alone if the body
+   * ended first ('' when there is none). Rejects when the body fails before either.
    */
   first(): Promise<string> {
     return new Promise<string>((resolve, reject) => {
@@ -73,10 +68,7 @@ export class UpstreamPump {
         } else if (this.outcome !== null) {
           this.wake = null;
           if (!this.outcome.ended) reject(this.outcome.error);
-          else {
-            resolve(this.closing);
-            this.closing = '';
-          }
+          else resolve('');
         }
       };
       this.wake = check;
@@ -85,19 +77,13 @@ export class UpstreamPump {
   }
 
   /**
-   * Writes the rest of the stream to `raw` as it arrives, calling `onText` with each piece made
-   * from the upstream's chunks (not the relay's closing text), and resolves with how the body
-   * stopped (never rejects). An abort of `signal` stops it at once.
+   * Writes the rest of the stream to `raw` as it arrives and resolves with how the body stopped
+   * (never rejects). An abort of `signal` stops it at once.
    */
-  rest(raw: ServerResponse, signal: AbortSignal, onText: (text: string) => void): Promise<PumpEnd> {
+  rest(raw: ServerResponse, signal: AbortSignal): Promise<PumpEnd> {
     this.raw = raw;
-    this.onText = onText;
     // What arrived before the commit goes out first, through the same path as every chunk.
     if (this.pending !== '') this.deliver(this.take());
-    if (this.closing !== '') {
-      this.deliver(this.closing, false);
-      this.closing = '';
-    }
     return new Promise<PumpEnd>((resolve) => {
       const onAbort = (): void => this.stop({ ended: false, error: signal.reason });
       // The relay aborts `signal` when its client goes away; this makes the pump safe alone too.
@@ -138,15 +124,13 @@ export class UpstreamPump {
     if (text !== '') this.deliver(text);
   }
 
-  private deliver(text: string, counted = true): void {
+  private deliver(text: string): void {
     if (this.raw !== null) {
-      if (counted) this.onText(text);
       this.write(text);
       return;
     }
     // Before rest(): hold the text and stop reading until the caller commits to this stream.
-    if (counted) this.pending += text;
-    else this.closing += text;
+    this.pending += text;
     this.body.pause();
     this.wake?.();
   }
@@ -168,11 +152,10 @@ export class UpstreamPump {
     if (this.outcome !== null) return;
     let end = outcome;
     if (end.ended) {
-      // The relay's closing text (e.g. a [DONE] the upstream omitted) goes out before the end;
-      // it is not the upstream's, so onText does not see it.
+      // The relay's closing text (e.g. a [DONE] the upstream omitted) goes out before the end.
       try {
         const text = this.relay.end();
-        if (text !== '') this.deliver(text, false);
+        if (text !== '') this.deliver(text);
       } catch (error) {
         end = { ended: false, error };
       }
@@ -187,5 +170,3 @@ export class UpstreamPump {
     return text;
   }
 }
-
-function ignore(): void {}

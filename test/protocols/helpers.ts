@@ -1,19 +1,26 @@
 // Test helpers: feed text to a stream relay in pieces, and read SSE text back as events.
 
+import { expect } from 'vitest';
 import { SseParser } from '../../src/protocols/sse-parser.ts';
 import type { StreamRelay } from '../../src/protocols/stream-relay.ts';
 import type { SseEvent } from '../../src/protocols/types.ts';
 
 const encoder = new TextEncoder();
 
-/** Feeds `text` to the relay `pieceBytes` bytes at a time, then ends it; returns all output. */
+/**
+ * Feeds `text` to the relay `pieceBytes` bytes at a time, then ends it; returns all output. Every
+ * relay test also checks `events`: the events push() returned, not end()'s closing text.
+ */
 export function runRelay(relay: StreamRelay, text: string, pieceBytes = 7): string {
   const bytes = encoder.encode(text);
   let out = '';
   for (let i = 0; i < bytes.length; i += pieceBytes) {
     out += relay.push(bytes.subarray(i, i + pieceBytes));
   }
-  return out + relay.end();
+  const pushed = out.split('\n\n').length - 1;
+  const all = out + relay.end();
+  expect(relay.events).toBe(pushed);
+  return all;
 }
 
 export function parseSse(text: string): SseEvent[] {
