@@ -498,23 +498,10 @@ function streamResult(concurrency: number, sink: StreamSink): StreamLoopResult {
   };
 }
 
-/** Closed loop of streamed requests; each is timed to its first `data:` and to its end. */
-export async function streamLoop(
-  target: Target,
-  opts: { concurrency: number; durationMs: number; body: string },
-): Promise<StreamLoopResult> {
-  return alone(
-    target,
-    opts.concurrency,
-    newStreamSink,
-    (pool, t, sink) => streamSlice(pool, t, opts, sink),
-    (sink) => streamResult(opts.concurrency, sink),
-  );
-}
-
 /**
- * streamLoop for several sides in `slices` turns of `sliceMs` each, the order rotating, so a
- * spell of the host lands on every side alike (as interleavedOpenLoop does for latency).
+ * A closed loop of streamed requests, each timed to its first `data:` and to its end, for several
+ * sides in `slices` turns of `sliceMs` each, the order rotating, so a spell of the host lands on
+ * every side alike (as interleavedOpenLoop does for latency).
  */
 export async function interleavedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
