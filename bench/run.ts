@@ -414,22 +414,21 @@ async function main(): Promise<void> {
     // Streams: time to first and last token, warmed up in turns, then measured in turns. The
     // warm-up rotates like the measured turns, so no side idles through the others' warm-up and
     // takes its first timed turn cold.
+    const streamTurnMs = P.streamMs / P.streamSlices;
     const streamTurns = (slices: number): Promise<Record<SideId, StreamLoopResult>> =>
       interleavedStreamLoop(
         sides.map((id) => ({ id, target: target(id) })),
         {
           concurrency: P.streamConcurrency,
-          sliceMs: P.streamMs / P.streamSlices,
+          sliceMs: streamTurnMs,
           slices,
           body: streamed,
           between,
         },
       );
-    log(
-      `streams warm-up: ${P.streamWarmupSlices} turns of ${P.streamMs / P.streamSlices} ms per side`,
-    );
+    log(`streams warm-up: ${P.streamWarmupSlices} turns of ${streamTurnMs} ms per side`);
     await streamTurns(P.streamWarmupSlices);
-    log(`streams: ${P.streamSlices} turns of ${P.streamMs / P.streamSlices} ms per side`);
+    log(`streams: ${P.streamSlices} turns of ${streamTurnMs} ms per side`);
     results.stream = await streamTurns(P.streamSlices);
 
     // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
