@@ -327,6 +327,28 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       });
     });
 
+    it('a small write waits for a full one, but the first outcome after a quiet spell does not', async () => {
+      const { account, key } = await funded(YUAN);
+      // The longest wait is far beyond the test's run: only a full write can end it.
+      const store = await db.open({ minWriteGapMs: 0, maxWriteGapMs: 3_600_000, fullWrite: 3 });
+      const [a, b, c, d] = await Promise.all(
+        Array.from({ length: 4 }, () => reserveOn(store, account, key, 10_000n)),
+      );
+      const usageRows = async (): Promise<number> =>
+        (await admin.driver.query('SELECT 1 FROM usage_log WHERE account_id = $1', [account.id]))
+          .length;
+      // Nothing was written since the store opened: the first settlement goes at once.
+      expect(await store.settle(a!.id, outcome(100n))).toMatchObject({ result: 'settled' });
+      const waiting = [store.settle(b!.id, outcome(200n)), store.settle(c!.id, outcome(300n))];
+      await sleep(30);
+      expect(await usageRows()).toBe(1);
+      // The third outcome fills the write: all three are written together.
+      const results = await Promise.all([...waiting, store.settle(d!.id, outcome(400n))]);
+      expect(results.every((r) => r.result === 'settled')).toBe(true);
+      expect(await usageRows()).toBe(4);
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 1000n);
+    });
+
     it('writes an open request down within its window, so recovery can resolve it', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open({ writeOpenAfterMs: 10 });
