@@ -77,6 +77,11 @@ const P = quick
       streamConcurrency: 4,
       streamMs: 1000,
       streamSlices: 2,
+      pacedChunks: 10,
+      pacedGapMs: 20,
+      pacedConcurrency: 8,
+      pacedMs: 1000,
+      pacedSlices: 2,
       longRunRequests: 2000,
       longRunMaxMs: 30_000,
       longRunSamples: 4,
@@ -120,6 +125,18 @@ const P = quick
       streamMs: 8000,
       // Taken in 1 s turns (interleavedStreamLoop), like the latency and throughput sections.
       streamSlices: 8,
+      // Streams at a model's pace: 100 chunks 20 ms apart (50 tokens/s, ~2 s a stream), 32 at a
+      // time (1,600 chunks/s). The section above sends 8 streams' chunks back to back (8,000
+      // chunks/s), which keeps this host's two cores busy: its TTFT measures how the extra CPU
+      // of each side queues a new stream's first byte. This one measures the first byte at a
+      // rate every side sustains, as the open loop does for non-streamed latency (decision 0008,
+      // session 11 addendum).
+      pacedChunks: 100,
+      pacedGapMs: 20,
+      pacedConcurrency: 32,
+      pacedMs: 24_000,
+      // 3 s turns: with ~2 s streams, each turn runs ~4-5 s and times ~64 streams a side.
+      pacedSlices: 8,
       longRunRequests: 200_000,
       // The embedded store settles ~400-700 requests/s here: 200,000 would take 5-8 minutes,
       // past the 10-minute budget of the whole run; the report says how many were sent.
@@ -232,6 +249,8 @@ async function main(): Promise<void> {
     const upstreamArgs: UpstreamArgs = {
       streamChunks: P.streamChunks,
       streamGapMs: P.streamGapMs,
+      pacedChunks: P.pacedChunks,
+      pacedGapMs: P.pacedGapMs,
       slowChunks: P.slowChunks,
       slowGapMs: P.slowGapMs,
     };
@@ -297,6 +316,7 @@ async function main(): Promise<void> {
     };
     const chat = chatBody('bench-chat', false);
     const streamed = chatBody('bench-stream', true);
+    const paced = chatBody('bench-paced', true);
 
     const results: BenchResults = {
       startedAt,
@@ -316,6 +336,7 @@ async function main(): Promise<void> {
       throughput: {},
       latency: { ratePerSec: 0, results: {}, hostStall: {}, memoryTrims: {} },
       stream: {},
+      pacedStream: {},
       memory: {
         afterWarmup: {},
         longRun: { side: 'gateway', requests: P.longRunRequests, samples: [] },
@@ -430,6 +451,20 @@ async function main(): Promise<void> {
     await streamTurns(P.streamWarmupSlices);
     log(`streams: ${P.streamSlices} turns of ${streamTurnMs} ms per side`);
     results.stream = await streamTurns(P.streamSlices);
+
+    // Streams at a model's pace, right after the section above (the stream path is warm).
+    const pacedTurnMs = P.pacedMs / P.pacedSlices;
+    log(`paced streams: ${P.pacedSlices} turns of ${pacedTurnMs} ms per side`);
+    results.pacedStream = await interleavedStreamLoop(
+      sides.map((id) => ({ id, target: target(id) })),
+      {
+        concurrency: P.pacedConcurrency,
+        sliceMs: pacedTurnMs,
+        slices: P.pacedSlices,
+        body: paced,
+        between,
+      },
+    );
 
     // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
     // up to longRunRequests, or as many as longRunMaxMs allows.

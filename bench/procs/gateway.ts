@@ -74,6 +74,11 @@ const files: Record<string, string> = {
     endpoints: [chat]
     max_output_tokens: 4096
     channels: [{ channel: up-main, upstream_model: bench-stream }]
+  - name: bench-paced
+    owned_by: bench
+    endpoints: [chat]
+    max_output_tokens: 4096
+    channels: [{ channel: up-main, upstream_model: bench-paced }]
   - name: bench-slow
     owned_by: bench
     endpoints: [chat]
@@ -83,6 +88,7 @@ const files: Record<string, string> = {
   'prices.yaml': `prices:
   - { model: bench-chat, input: 2, cache_hit: 0.5, output: 8 }
   - { model: bench-stream, input: 2, cache_hit: 0.5, output: 8 }
+  - { model: bench-paced, input: 2, cache_hit: 0.5, output: 8 }
   - { model: bench-slow, input: 2, cache_hit: 0.5, output: 8 }
 `,
   // RPM on, high enough never to reject: every request still does the full admit.

@@ -50,12 +50,14 @@ describe('npm run bench:quick', () => {
       expect(r.latency.hostStall[side]?.samples, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttlt.p50, side).toBeGreaterThan(0);
+      expect(r.pacedStream?.[side]?.ttft.p50, side).toBeGreaterThan(0);
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
     }
     for (const side of gatewaySides.filter((s) => sides.includes(s))) {
       // A gateway that answered errors would still have a rate: every request must succeed.
       expect(r.throughput[side]?.errors, side).toBe(0);
       expect(r.stream[side]?.errors, side).toBe(0);
+      expect(r.pacedStream?.[side]?.errors, side).toBe(0);
     }
     expect(r.latency.ratePerSec).toBeGreaterThan(0);
     expect(r.memory.longRun.samples.length).toBeGreaterThan(1);
