@@ -228,6 +228,8 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       await tables.close();
       await metricsServer?.close();
       await app.close();
+      // Settlements waiting for a group commit go now, not up to 200 ms later (decision 0026).
+      await ctx.store.flush();
       await ctx.inflight.idle();
       keys.stop();
       await upstreams.close();

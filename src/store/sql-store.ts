@@ -142,6 +142,10 @@ export class SqlStore implements Store {
     }
   }
 
+  flush(): Promise<void> {
+    return this.written();
+  }
+
   createAccount(input: { name: string; realnameVerified?: boolean }): Promise<Account> {
     return accounts.createAccount(this.driver, input);
   }

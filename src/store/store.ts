@@ -212,6 +212,8 @@ export interface Store {
   migrate(): Promise<MigrationReport>;
   /** Stops the heartbeat, unregisters the instance and closes the connection. */
   close(): Promise<void>;
+  /** Writes now what waits for a group commit (balance leases); resolves once it is written. */
+  flush(): Promise<void>;
 
   createAccount(input: { name: string; realnameVerified?: boolean }): Promise<Account>;
   getAccount(id: string): Promise<Account | null>;
