@@ -345,15 +345,16 @@ function sinkResult(ratePerSec: number, sink: OpenLoopSink): OpenLoopResult {
 }
 
 /**
- * Sends request i at start + i/rate whether or not earlier ones have answered; a late request's
- * wait counts in its latency, so a stall shows as the stall, not as one slow sample.
+ * Sends request i at start + i/rate whether or not earlier ones have answered, each timed from
+ * its scheduled send time: a late request's wait counts in its latency, so a stall shows as the
+ * stall, not as one slow sample. Resolves once every request has ended.
  */
-async function openSlice(
+async function atRate(
   pool: Pool,
   target: Target,
   opts: { ratePerSec: number; durationMs: number; body: string },
-  sink: OpenLoopSink,
-): Promise<void> {
+  record: (r: OneResult) => void,
+): Promise<{ total: number; elapsedMs: number }> {
   const total = Math.max(1, Math.round((opts.ratePerSec * opts.durationMs) / 1000));
   const interval = 1000 / opts.ratePerSec;
   const pending: Promise<void>[] = [];
@@ -364,21 +365,30 @@ async function openSlice(
     while (next < total && start + next * interval <= now) {
       const scheduled = start + next * interval;
       next++;
-      pending.push(
-        one(pool, target, opts.body, scheduled).then((r) => {
-          if (r.ok) sink.latencies.push(r.endMs);
-          else {
-            sink.errors++;
-            sink.firstError ??= r.error;
-          }
-        }),
-      );
+      pending.push(one(pool, target, opts.body, scheduled).then(record));
     }
     if (next < total) await sleep(Math.max(0, start + next * interval - performance.now()));
   }
   await Promise.all(pending);
+  return { total, elapsedMs: performance.now() - start };
+}
+
+/** One turn of the open loop: requests at a fixed rate, each timed to the end of its body. */
+async function openSlice(
+  pool: Pool,
+  target: Target,
+  opts: { ratePerSec: number; durationMs: number; body: string },
+  sink: OpenLoopSink,
+): Promise<void> {
+  const { total, elapsedMs } = await atRate(pool, target, opts, (r) => {
+    if (r.ok) sink.latencies.push(r.endMs);
+    else {
+      sink.errors++;
+      sink.firstError ??= r.error;
+    }
+  });
   sink.scheduled += total;
-  sink.elapsedMs += performance.now() - start;
+  sink.elapsedMs += elapsedMs;
 }
 
 /** One side's open loop at a fixed rate, for `durationMs`. */
@@ -462,6 +472,18 @@ const newStreamSink = (): StreamSink => ({
   firstError: null,
 });
 
+/** Adds one stream's times to the sink, or counts it as an error. */
+function recordStream(sink: StreamSink, r: OneResult): void {
+  if (r.ok && r.firstMs !== null) {
+    sink.ttft.push(r.firstMs);
+    sink.ttlt.push(r.endMs);
+    sink.events = r.events;
+  } else {
+    sink.errors++;
+    sink.firstError ??= r.error ?? 'a stream with no data: event';
+  }
+}
+
 /** `concurrency` loops of streamed requests on `pool` for `durationMs`, each timed to its first `data:` and to its end. */
 async function streamSlice(
   pool: Pool,
@@ -472,15 +494,7 @@ async function streamSlice(
   const deadline = performance.now() + opts.durationMs;
   const loop = async (): Promise<void> => {
     while (performance.now() < deadline) {
-      const r = await one(pool, target, opts.body, performance.now());
-      if (r.ok && r.firstMs !== null) {
-        sink.ttft.push(r.firstMs);
-        sink.ttlt.push(r.endMs);
-        sink.events = r.events;
-      } else {
-        sink.errors++;
-        sink.firstError ??= r.error ?? 'a stream with no data: event';
-      }
+      recordStream(sink, await one(pool, target, opts.body, performance.now()));
     }
   };
   await Promise.all(Array.from({ length: opts.concurrency }, loop));
@@ -519,6 +533,40 @@ export async function interleavedStreamLoop<K extends string>(
         sink,
       ),
     (sink) => streamResult(opts.concurrency, sink),
+  );
+}
+
+/**
+ * Streams started at a fixed rate (the open loop's schedule, `atRate`), each timed from its
+ * scheduled start to its first `data:` and to its end, for several sides in turns. Streams that
+ * all start at once (a closed loop of equal streams) arrive in bursts, and a first token then
+ * waits behind the burst's other requests on every side. `concurrency` in the result is the
+ * pool's size, the most streams a side could hold open.
+ */
+export async function interleavedPacedStreamLoop<K extends string>(
+  sides: readonly { id: K; target: Target }[],
+  opts: {
+    ratePerSec: number;
+    sliceMs: number;
+    slices: number;
+    body: string;
+    connections: number;
+    between?: BetweenTurns;
+  },
+): Promise<Record<K, StreamLoopResult>> {
+  return inTurns(
+    sides,
+    { connections: opts.connections, rounds: opts.slices, between: opts.between },
+    newStreamSink,
+    async (pool, target, sink) => {
+      await atRate(
+        pool,
+        target,
+        { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
+        (r) => recordStream(sink, r),
+      );
+    },
+    (sink) => streamResult(opts.connections, sink),
   );
 }
 

@@ -118,10 +118,10 @@ interface Row {
   compare: 'ratio' | 'diff';
 }
 
-/** The paced section's load, e.g. '32 streams at 50 tokens/s'. */
+/** The paced section's load, e.g. '16 streams/s at 50 tokens/s'. */
 function pace(r: BenchResults): string {
   const gap = Number(r.params.pacedGapMs);
-  return `${r.params.pacedConcurrency} streams at ${Math.round(1000 / gap)} tokens/s`;
+  return `${r.params.pacedRate} streams/s at ${Math.round(1000 / gap)} tokens/s`;
 }
 
 function rows(r: BenchResults): Row[] {

@@ -20,6 +20,7 @@ import {
   holdStreams,
   interleavedClosedLoop,
   interleavedOpenLoop,
+  interleavedPacedStreamLoop,
   openLoop,
   interleavedStreamLoop,
   type StreamLoopResult,
@@ -79,7 +80,8 @@ const P = quick
       streamSlices: 2,
       pacedChunks: 10,
       pacedGapMs: 20,
-      pacedConcurrency: 8,
+      pacedRate: 10,
+      pacedConnections: 16,
       pacedMs: 1000,
       pacedSlices: 2,
       longRunRequests: 2000,
@@ -125,18 +127,21 @@ const P = quick
       streamMs: 8000,
       // Taken in 1 s turns (interleavedStreamLoop), like the latency and throughput sections.
       streamSlices: 8,
-      // Streams at a model's pace: 100 chunks 20 ms apart (50 tokens/s, ~2 s a stream), 32 at a
-      // time (1,600 chunks/s). The section above sends 8 streams' chunks back to back (8,000
-      // chunks/s), which keeps this host's two cores busy: its TTFT measures how the extra CPU
-      // of each side queues a new stream's first byte. This one measures the first byte at a
-      // rate every side sustains, as the open loop does for non-streamed latency (decision 0008,
-      // session 11 addendum).
+      // Streams at a model's pace: 100 chunks 20 ms apart (50 tokens/s, ~2 s a stream), started
+      // 16 a second on the open loop's schedule, so ~32 are open (1,600 chunks/s). The section
+      // above sends 8 streams' chunks back to back (8,000 chunks/s), which keeps this host's two
+      // cores busy: its TTFT measures how the extra CPU of each side queues a new stream's first
+      // byte. This one measures the first byte at a rate every side sustains, as the open loop
+      // does for non-streamed latency (decision 0008, session 11 addendum). Started in a closed
+      // loop instead, 32 equal streams began together every ~2 s, and TTFT measured the burst
+      // (p50 16.8 ms direct, 24.3 through the proxy).
       pacedChunks: 100,
       pacedGapMs: 20,
-      pacedConcurrency: 32,
+      pacedRate: 16,
+      pacedConnections: 64,
       pacedMs: 24_000,
-      // 3 s turns: with ~2 s streams, each turn runs ~4-5 s and times ~64 streams a side.
-      pacedSlices: 8,
+      // 4 s of starts a turn (plus ~2 s for the last streams to end): ~64 timed streams a turn.
+      pacedSlices: 6,
       longRunRequests: 200_000,
       // The embedded store settles ~400-700 requests/s here: 200,000 would take 5-8 minutes,
       // past the 10-minute budget of the whole run; the report says how many were sent.
@@ -455,10 +460,11 @@ async function main(): Promise<void> {
     // Streams at a model's pace, right after the section above (the stream path is warm).
     const pacedTurnMs = P.pacedMs / P.pacedSlices;
     log(`paced streams: ${P.pacedSlices} turns of ${pacedTurnMs} ms per side`);
-    results.pacedStream = await interleavedStreamLoop(
+    results.pacedStream = await interleavedPacedStreamLoop(
       sides.map((id) => ({ id, target: target(id) })),
       {
-        concurrency: P.pacedConcurrency,
+        ratePerSec: P.pacedRate,
+        connections: P.pacedConnections,
         sliceMs: pacedTurnMs,
         slices: P.pacedSlices,
         body: paced,
