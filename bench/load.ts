@@ -405,6 +405,16 @@ export async function openLoop(
   );
 }
 
+/** Requests at a fixed rate, for several sides in turns (the open loop, the paced streams). */
+interface AtRateTurnOptions {
+  ratePerSec: number;
+  sliceMs: number;
+  slices: number;
+  body: string;
+  connections: number;
+  between?: BetweenTurns;
+}
+
 /**
  * The open loop of several sides taken in turns: `slices` rounds, each side `sliceMs` a round
  * (the order rotating every round), each side's latencies pooled. On a shared host, stalls come
@@ -415,15 +425,7 @@ export async function openLoop(
  */
 export async function interleavedOpenLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: {
-    ratePerSec: number;
-    sliceMs: number;
-    slices: number;
-    body: string;
-    connections: number;
-    onSlice?: (id: K, fromUs: number, toUs: number) => void;
-    between?: BetweenTurns;
-  },
+  opts: AtRateTurnOptions & { onSlice?: (id: K, fromUs: number, toUs: number) => void },
 ): Promise<Record<K, OpenLoopResult>> {
   const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
   return inTurns(
@@ -545,14 +547,7 @@ export async function interleavedStreamLoop<K extends string>(
  */
 export async function interleavedPacedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: {
-    ratePerSec: number;
-    sliceMs: number;
-    slices: number;
-    body: string;
-    connections: number;
-    between?: BetweenTurns;
-  },
+  opts: AtRateTurnOptions,
 ): Promise<Record<K, StreamLoopResult>> {
   return inTurns(
     sides,
