@@ -319,7 +319,7 @@ export class LeaseBook {
     const run = (): void => {
       // A small batch waits for more, up to maxWriteGapMs after the last write (decision 0026):
       // a write costs PGlite ~1.5-2 ms of CPU whatever its size, and at 8 concurrent streams
-      // (~60 a second) writes 50 ms apart carried ~3 settlements each. The first outcome after
+      // (~60 a second) writes 50 ms apart carried ~4 outcomes each. The first outcome after
       // a quiet spell is written at once: the last write is long past.
       const sinceLast = performance.now() - this.lastWriteAt;
       if (
