@@ -81,11 +81,6 @@ export class SqlStore implements Store {
         : new LeaseBook(driver, this.instanceId, leases === true ? {} : leases);
   }
 
-  /** Reads see every outcome settled before them: the book writes what it holds first. */
-  private async written(): Promise<void> {
-    if (this.book !== null) await this.book.flush();
-  }
-
   /** Migrates, registers the instance and starts the heartbeat. */
   static async open(driver: Driver, options: SqlStoreOptions = {}): Promise<SqlStore> {
     const store = new SqlStore(driver, options);
@@ -142,19 +137,20 @@ export class SqlStore implements Store {
     }
   }
 
-  flush(): Promise<void> {
-    return this.written();
+  /** Every read below calls it first, so reads see every outcome settled before them. */
+  async flush(): Promise<void> {
+    if (this.book !== null) await this.book.flush();
   }
 
   createAccount(input: { name: string; realnameVerified?: boolean }): Promise<Account> {
     return accounts.createAccount(this.driver, input);
   }
   async getAccount(id: string): Promise<Account | null> {
-    await this.written();
+    await this.flush();
     return accounts.getAccount(this.driver, id);
   }
   async listAccounts(): Promise<Account[]> {
-    await this.written();
+    await this.flush();
     return accounts.listAccounts(this.driver);
   }
   async setAccountStatus(id: string, status: AccountStatus): Promise<Account> {
@@ -221,15 +217,15 @@ export class SqlStore implements Store {
   }
 
   async getUsage(requestId: string): Promise<UsageRecord | null> {
-    await this.written();
+    await this.flush();
     return usage.getUsage(this.driver, requestId);
   }
   async listUsage(filter: UsageFilter): Promise<UsageRecord[]> {
-    await this.written();
+    await this.flush();
     return usage.listUsage(this.driver, filter);
   }
   async statement(accountId: string, from: Date, to: Date): Promise<Statement> {
-    await this.written();
+    await this.flush();
     return usage.statement(this.driver, accountId, from, to);
   }
 }
