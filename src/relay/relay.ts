@@ -738,10 +738,12 @@ async function writeOutcome(
   }
 }
 
+// No `connection` header: set by hand, it stops node:http from sending `keep-alive: timeout=72`
+// (fastify's keep-alive), and undici clients then drop an idle connection after their default
+// 4 s; the paced bench reconnected ~half its streams that way (session 12).
 const SSE_HEADERS = {
   'content-type': 'text/event-stream; charset=utf-8',
   'cache-control': 'no-cache',
-  connection: 'keep-alive',
   'x-accel-buffering': 'no',
 };
 

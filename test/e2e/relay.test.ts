@@ -451,6 +451,36 @@ describe('failover and streams', () => {
     expect(row.outputTokens).toBeGreaterThanOrEqual(chunks);
   }, 60_000);
 
+  it('a streamed answer tells the client how long its idle connection stays open, as an answer does', async () => {
+    // Without the keep-alive hint undici drops an idle connection after its own 4 s, and every
+    // stream after a pause paid a new connection (the paced bench reconnected ~half, session 12).
+    const { request } = await import('node:http');
+    const headersOf = (stream: boolean): Promise<Record<string, unknown>> =>
+      new Promise((resolve, reject) => {
+        const req = request(
+          new URL(`${h.gateway.url}/v1/chat/completions`),
+          {
+            method: 'POST',
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.headers));
+          },
+        );
+        req.on('error', reject);
+        req.end(
+          JSON.stringify({ model: 'gpt-x', stream, messages: [{ role: 'user', content: 'hi' }] }),
+        );
+      });
+    const streamed = await headersOf(true);
+    const answered = await headersOf(false);
+    expect(streamed['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(streamed.connection).toBe('keep-alive');
+    expect(streamed['keep-alive']).toMatch(/^timeout=\d+$/);
+    expect(streamed['keep-alive']).toBe(answered['keep-alive']);
+  });
+
   it('aborts the upstream when the client goes away and bills only what was used', async () => {
     h.mock.script({ model: 'gpt-x-up', chunkDelayMs: 150, chunks: 20 });
     const ac = new AbortController();
