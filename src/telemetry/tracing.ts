@@ -313,6 +313,18 @@ export class RequestTrace {
   }
 }
 
+/** Per no-op tracer, the span tree every untraced request shares (see startRequestTrace). */
+const offTrees = new WeakMap<Tracer, RequestTrace>();
+
+function offTrace(tracer: Tracer): RequestTrace {
+  let tree = offTrees.get(tracer);
+  if (tree === undefined) {
+    tree = new RequestTrace(tracer, NOOP_CHILD, ROOT_CONTEXT);
+    offTrees.set(tracer, tree);
+  }
+  return tree;
+}
+
 /**
  * Starts the SERVER span of one request under `parent` (from tracing.extractContext).
  * `name` comes from serverSpanName(method, route), built once per route.
@@ -326,6 +338,10 @@ export function startRequestTrace(
   path: string,
   requestId: string,
 ): RequestTrace {
+  // Off, with no client trace to carry: the no-op tracer would return the same invalid span, so
+  // every such request shares one tree. Starting it cost ~22 µs a request when the path ran cold
+  // (paced streams, 100 µs sampling, session 12), ~0.15 µs hot.
+  if (!tracing.recording && parent === ROOT_CONTEXT) return offTrace(tracing.tracer);
   const span = tracing.tracer.startSpan(
     name,
     {

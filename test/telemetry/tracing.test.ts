@@ -265,6 +265,17 @@ describe('tracing with the exporter off', () => {
     endUpstreamAttempt(attempt, 200, 'ok');
     settlement.end();
     rt.end(200);
+    // Untraced requests share that one tree: nothing per request to start or keep.
+    const again = startRequestTrace(
+      t,
+      SPAN_CHAT_COMPLETIONS,
+      ROOT_CONTEXT,
+      'POST',
+      ROUTE,
+      ROUTE,
+      'r9',
+    );
+    expect(again).toBe(rt);
     await t.shutdown();
   });
 
