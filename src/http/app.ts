@@ -10,6 +10,7 @@ import Fastify, {
 import type { FastifyBaseLogger } from 'fastify';
 import { LimiterUnavailableError } from '../limits/limiter.ts';
 import type { GatewayContext } from '../relay/context.ts';
+import { lazyChildLogger } from '../telemetry/lazy-child-logger.ts';
 import type { RequestObserver } from '../relay/observer.ts';
 import { relayModelRoute, strike, styleOf, type Caller } from '../relay/relay.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
@@ -284,6 +285,7 @@ export function buildApp(
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
     // The access line is written once per request by the observer (src/telemetry), not by fastify.
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     return503OnClosing: true,
     forceCloseConnections: true,
   });

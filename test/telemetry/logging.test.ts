@@ -1,7 +1,7 @@
 // What reaches the log: a fastify (pino) logger built from loggerOptions, writing to memory, never
 // writes a key; error text is scrubbed; the access line has its fixed shape.
 
-import Fastify from 'fastify';
+import Fastify, { LogController } from 'fastify';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -13,6 +13,7 @@ import {
   scrubSecrets,
   scrubUrl,
 } from '../../src/telemetry/logging.ts';
+import { lazyChildLogger } from '../../src/telemetry/lazy-child-logger.ts';
 
 const CLIENT_KEY = 'sk-sy-' + 'A1b2C3d4E5f6G7h8I9j0'.repeat(2);
 const ANTHROPIC_KEY = 'sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2';
@@ -230,5 +231,51 @@ describe('the secret scrubbers', () => {
     expect(scrubUrl('/x?api_key=abc&Token=def&page=2#top')).toBe(
       `/x?api_key=${CENSOR}&Token=${CENSOR}&page=2#top`,
     );
+  });
+});
+
+describe("the request's child logger (made on first use)", () => {
+  it('writes with the request id and the same redaction once a route logs, and is never made when none does', async () => {
+    const chunks: string[] = [];
+    const app = Fastify({
+      logger: { ...loggerOptions('info'), stream: { write: (s: string) => chunks.push(s) } },
+      childLoggerFactory: lazyChildLogger,
+      // As the gateway (src/http/app.ts): the observer writes the access line, not fastify.
+      logController: new LogController({ disableRequestLogging: true }),
+    });
+    apps.push(app);
+    let made = 0;
+    const child = app.log.child.bind(app.log);
+    app.log.child = (...args: Parameters<typeof child>) => {
+      made++;
+      return child(...args);
+    };
+    app.get('/quiet', async (request) => ({ level: request.log.level }));
+    app.get('/loud', async (request) => {
+      request.log.warn({ apiKey: CLIENT_KEY }, 'something odd');
+      request.log.error('and worse');
+      return { ok: true };
+    });
+
+    await app.ready(); // fastify makes children of its own while it starts
+    made = 0;
+    const quiet = await app.inject({ method: 'GET', url: '/quiet' });
+    expect(quiet.json()).toEqual({ level: 'info' });
+    expect(made).toBe(0);
+
+    const loud = await app.inject({ method: 'GET', url: '/loud' });
+    expect(loud.statusCode).toBe(200);
+    expect(made).toBe(1);
+    const lines = chunks
+      .join('')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as LogLine)
+      .filter((l) => l.msg === 'something odd' || l.msg === 'and worse');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]!.reqId).toMatch(/^req-/);
+    expect(lines[1]!.reqId).toBe(lines[0]!.reqId);
+    expect(lines[0]!.apiKey).toBe(CENSOR);
+    expect(chunks.join('')).not.toContain(CLIENT_KEY);
   });
 });
