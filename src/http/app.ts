@@ -119,7 +119,7 @@ async function authenticate(
     );
   }
   const plaintext = credentialOf(req, def);
-  const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext);
+  const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext, req.socket);
   if (result === null || !result.ok) {
     obs.rejected('auth', 'invalid_token');
     await strike(ctx, table, ipSource, 'auth_failure');

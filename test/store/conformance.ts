@@ -345,6 +345,41 @@ export function describeStoreConformance(backend: string, harness: StoreHarness)
         expect(probe.lookups()).toBe(1);
       });
 
+      it('a connection that sends another key is answered for that key, and a disable still reaches it', async () => {
+        const account = await store.createAccount({ name: 'Shared connection' });
+        const a = await store.createKey({
+          accountId: account.id,
+          name: 'a',
+          allowedModels: null,
+          expiresAt: null,
+        });
+        const b = await store.createKey({
+          accountId: account.id,
+          name: 'b',
+          allowedModels: null,
+          expiresAt: null,
+        });
+        const cache = new KeyCache(store);
+        await cache.poll();
+        const socket = {}; // one client connection (or a proxy's) carrying both keys
+        expect(await cache.authenticate(a.plaintext, socket)).toMatchObject({ key: a.record });
+        expect(await cache.authenticate(b.plaintext, socket)).toMatchObject({ key: b.record });
+        expect(await cache.authenticate(a.plaintext, socket)).toMatchObject({ key: a.record });
+        // A key of the same shape that differs in its last character is not the one kept.
+        const near = a.plaintext.slice(0, -1) + (a.plaintext.endsWith('x') ? 'y' : 'x');
+        expect(await cache.authenticate(near, socket)).toEqual({
+          ok: false,
+          reason: 'unknown_key',
+        });
+        expect(await cache.authenticate(a.plaintext, socket)).toMatchObject({ ok: true });
+        await store.disableKey(a.record.id);
+        await cache.poll();
+        expect(await cache.authenticate(a.plaintext, socket)).toEqual({
+          ok: false,
+          reason: 'key_disabled',
+        });
+      });
+
       it('unknown and malformed keys are refused, unknown ones remembered briefly', async () => {
         const probe = counting(store);
         const cache = new KeyCache(probe.source);
