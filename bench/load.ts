@@ -161,13 +161,17 @@ async function inTurns<K extends string, Sink, R>(
   opts: { connections: number; rounds: number; between?: BetweenTurns | undefined },
   newSink: () => Sink,
   slice: (pool: Pool, target: Target, sink: Sink, id: K) => Promise<void>,
-  result: (sink: Sink) => R,
+  result: (sink: Sink, connects: number) => R,
 ): Promise<Record<K, R>> {
   const runs = sides.map((s) => ({
     ...s,
     pool: new Pool(s.target.url, { connections: opts.connections, pipelining: 1 }),
     sink: newSink(),
+    connects: 0,
   }));
+  // A middle that drops idle connections makes its side reconnect after each idle spell: counted
+  // so the report shows it (decision 0027).
+  for (const run of runs) run.pool.on('connect', () => run.connects++);
   for (let round = 0; round < opts.rounds; round++) {
     for (let i = 0; i < runs.length; i++) {
       const run = runs[(round + i) % runs.length]!;
@@ -178,7 +182,7 @@ async function inTurns<K extends string, Sink, R>(
   const out = {} as Record<K, R>;
   for (const run of runs) {
     await run.pool.close();
-    out[run.id] = result(run.sink);
+    out[run.id] = result(run.sink, run.connects);
   }
   return out;
 }
@@ -448,6 +452,8 @@ export async function interleavedOpenLoop<K extends string>(
 
 export interface StreamLoopResult {
   concurrency: number;
+  /** Connections the load generator opened to this side over the section's turns. */
+  connections: number;
   streams: number;
   errors: number;
   firstError: string | null;
@@ -502,9 +508,10 @@ async function streamSlice(
   await Promise.all(Array.from({ length: opts.concurrency }, loop));
 }
 
-function streamResult(concurrency: number, sink: StreamSink): StreamLoopResult {
+function streamResult(concurrency: number, sink: StreamSink, connects: number): StreamLoopResult {
   return {
     concurrency,
+    connections: connects,
     streams: sink.ttft.length,
     errors: sink.errors,
     firstError: sink.firstError,
@@ -534,7 +541,7 @@ export async function interleavedStreamLoop<K extends string>(
         { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
         sink,
       ),
-    (sink) => streamResult(opts.concurrency, sink),
+    (sink, connects) => streamResult(opts.concurrency, sink, connects),
   );
 }
 
@@ -561,7 +568,7 @@ export async function interleavedPacedStreamLoop<K extends string>(
         (r) => recordStream(sink, r),
       );
     },
-    (sink) => streamResult(opts.connections, sink),
+    (sink, connects) => streamResult(opts.connections, sink, connects),
   );
 }
 

@@ -224,6 +224,13 @@ function rows(r: BenchResults): Row[] {
       value: (s) => ps(s)?.ttft.p99 ?? null,
       compare: 'diff',
     },
+    {
+      label: 'paced stream connections opened',
+      unit: '',
+      digits: 0,
+      value: (s) => ps(s)?.connections ?? null,
+      compare: 'ratio',
+    },
     { label: 'RSS after warm-up', unit: 'MB', digits: 1, value: mem, compare: 'ratio' },
   ];
 }

@@ -51,6 +51,8 @@ describe('npm run bench:quick', () => {
       expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttlt.p50, side).toBeGreaterThan(0);
       expect(r.pacedStream?.[side]?.ttft.p50, side).toBeGreaterThan(0);
+      // Counted from the load generator's pools, so a middle that drops idle connections shows.
+      expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
     }
     for (const side of gatewaySides.filter((s) => sides.includes(s))) {
