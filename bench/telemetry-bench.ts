@@ -95,6 +95,7 @@ function batchTracing(): { tracing: Tracing; provider: BasicTracerProvider } {
     memoryExporter: null,
     recording: true,
     configVersion: null,
+    untraced: null,
     extractContext: () => ROOT_CONTEXT,
     shutdown: () => provider.shutdown(),
   };
