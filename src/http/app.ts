@@ -1,169 +1,38 @@
 // The fastify application: request ids, body parsing with exact 4xx errors, the one error
 // function, and every route of the endpoint registry. Authentication runs before routing, so an
 // unauthenticated call does no upstream work and costs nothing (spec 5.6, DESIGN invariant 4).
+import { createServer, type Server } from 'node:http';
 import Fastify, {
   LogController,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
+  type FastifyServerFactory,
+  type FastifyServerFactoryHandler,
+  type FastifyServerOptions,
 } from 'fastify';
 import type { FastifyBaseLogger } from 'fastify';
-import { LimiterUnavailableError } from '../limits/limiter.ts';
 import type { GatewayContext } from '../relay/context.ts';
 import { lazyChildLogger } from '../telemetry/lazy-child-logger.ts';
 import type { RequestObserver } from '../relay/observer.ts';
-import { relayModelRoute, strike, styleOf, type Caller } from '../relay/relay.ts';
+import { styleOf, type Caller } from '../relay/relay.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
 import type { RoutingTable } from '../table/types.ts';
+import { authenticate } from './authenticate.ts';
 import { ENDPOINTS, type EndpointDef } from './endpoints.ts';
-import { errorBody, ERRORS, GatewayError, type ErrorCode, type ErrorStyle } from './errors.ts';
+import { ERRORS, GatewayError, type ErrorCode, type ErrorStyle } from './errors.ts';
+import { ModelFront, servedByFront } from './model-front.ts';
 import { pricingPayload } from './pricing.ts';
 import { requestIdFrom } from './request-id.ts';
+import { sendError, toGatewayError } from './send-error.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    rawBodyLength: number;
     errorStyle: ErrorStyle;
     /** Set by the route's onRequest hook, before the body is read. */
     caller: Caller | null;
     obs: RequestObserver | null;
   }
-}
-
-/** The one function every error leaves through (DESIGN invariant 6). */
-export function sendError(
-  reply: FastifyReply,
-  err: GatewayError,
-  requestId: string,
-  style: ErrorStyle,
-): void {
-  if (err.headers !== null) reply.headers(err.headers);
-  reply
-    .code(err.status)
-    .header('content-type', 'application/json')
-    .send(errorBody(err.code, err.message, requestId, style));
-}
-
-function toGatewayError(err: unknown): GatewayError | null {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof LimiterUnavailableError)
-    return new GatewayError(
-      'service_unavailable',
-      'the shared limiter (Redis) is unavailable; try again shortly',
-    );
-  const code = (err as { code?: string }).code;
-  switch (code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new GatewayError('request_too_large');
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new GatewayError('unsupported_media_type', 'send the body as application/json');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new GatewayError('invalid_parameter_error', 'the request body is empty');
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new GatewayError(
-        'invalid_parameter_error',
-        'the content-length does not match the body',
-      );
-    default:
-      break;
-  }
-  const status = (err as { statusCode?: number }).statusCode;
-  if (typeof status === 'number' && status >= 400 && status < 500) {
-    return new GatewayError('invalid_parameter_error', (err as Error).message);
-  }
-  return null;
-}
-
-/** The client's address; X-Forwarded-For is believed only from configured trusted proxies. */
-export function clientIp(req: FastifyRequest, table: RoutingTable): string {
-  const peer = req.socket.remoteAddress ?? 'unknown';
-  const trusted = table.gateway.trustedProxies;
-  if (trusted.length === 0 || !trusted.includes(peer)) return peer;
-  const xff = req.headers['x-forwarded-for'];
-  const list = (Array.isArray(xff) ? xff.join(',') : (xff ?? ''))
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  // Walk from the nearest hop back: the first address that is not a trusted proxy is the client.
-  for (let i = list.length - 1; i >= 0; i--) {
-    const hop = list[i]!;
-    if (!trusted.includes(hop)) return hop;
-  }
-  return list[0] ?? peer;
-}
-
-function credentialOf(req: FastifyRequest, def: EndpointDef): string | null {
-  const auth = req.headers.authorization;
-  if (typeof auth === 'string' && auth.startsWith('Bearer ')) return auth.slice(7).trim() || null;
-  if (def.auth === 'anthropic') {
-    const k = req.headers['x-api-key'];
-    if (typeof k === 'string' && k.length > 0) return k;
-  }
-  return null;
-}
-
-async function authenticate(
-  ctx: GatewayContext,
-  table: RoutingTable,
-  def: EndpointDef,
-  req: FastifyRequest,
-  obs: RequestObserver,
-): Promise<Caller> {
-  const ipSource = `ip:${clientIp(req, table)}`;
-  const banned = await ctx.limiter.isBlacklisted(ipSource);
-  if (banned !== null) {
-    obs.rejected('blacklist', 'temp_blacklisted');
-    throw new GatewayError(
-      'temp_blacklisted',
-      `this source is temporarily restricted until ${new Date(banned.untilMs).toISOString()}`,
-    );
-  }
-  const plaintext = credentialOf(req, def);
-  const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext, req.socket);
-  if (result === null || !result.ok) {
-    obs.rejected('auth', 'invalid_token');
-    await strike(ctx, table, ipSource, 'auth_failure');
-    if (result !== null && !result.ok && result.reason === 'account_disabled')
-      throw new GatewayError('account_disabled');
-    const why =
-      result === null
-        ? 'no API key was sent'
-        : `the API key is ${result.reason === 'unknown_key' ? 'invalid' : result.reason === 'key_expired' ? 'expired' : 'disabled'}`;
-    throw new GatewayError('invalid_token', why);
-  }
-  const key = result.key;
-  const source = table.limits.blacklistSource === 'key' ? `key:${key.id}` : ipSource;
-  if (source !== ipSource) {
-    const keyBan = await ctx.limiter.isBlacklisted(source);
-    if (keyBan !== null) {
-      obs.rejected('blacklist', 'temp_blacklisted');
-      throw new GatewayError(
-        'temp_blacklisted',
-        `this key is temporarily restricted until ${new Date(keyBan.untilMs).toISOString()}`,
-      );
-    }
-  }
-  // Spec 9.2 pins 2023-06-01; newer SDKs send a later date for the same protocol, which upstreams
-  // still receive as 2023-06-01. A missing or malformed version is the client's mistake.
-  const version = req.headers['anthropic-version'];
-  if (
-    def.auth === 'anthropic' &&
-    (typeof version !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(version) || version < '2023-06-01')
-  ) {
-    obs.rejected('validation', 'invalid_parameter_error');
-    throw new GatewayError(
-      'invalid_parameter_error',
-      'the anthropic-version header is required (2023-06-01)',
-    );
-  }
-  obs.identify({ accountId: key.accountId, keyId: key.id, model: null });
-  return {
-    keyId: key.id,
-    accountId: key.accountId,
-    allowedModels: key.allowedModels,
-    realnameVerified: result.realnameVerified,
-    source,
-  };
 }
 
 function modelObject(m: RoutingTable['modelList'][number], created: number): object {
@@ -223,15 +92,13 @@ async function handle(
           `task "${(req.params as { id: string }).id}" does not exist`,
         );
       default:
-        if (def.body === 'multipart' || def.body === 'none' || def.body === 'any') {
-          // Endpoints with no adapter yet: no model can open them (the compiler refuses), so the
-          // answer is the clear "not open" error, never a fallback to another endpoint.
-          throw new GatewayError(
-            'model_not_found',
-            `the ${def.kind} endpoint is not open for any model on this gateway`,
-          );
-        }
-        await relayModelRoute(ctx, def, req, reply, caller, obs);
+        // Endpoints with no adapter yet (multipart, websocket, task groups): no model can open
+        // them (the compiler refuses), so the answer is the clear "not open" error, never a
+        // fallback to another endpoint. The JSON model routes never come here (model-front.ts).
+        throw new GatewayError(
+          'model_not_found',
+          `the ${def.kind} endpoint is not open for any model on this gateway`,
+        );
     }
   } catch (err) {
     const gw = toGatewayError(err);
@@ -274,12 +141,30 @@ export interface AppOptions {
   bodyLimit: number;
 }
 
+/**
+ * node's server with the model front ahead of fastify's handler, and the timeouts fastify sets on
+ * a server it makes itself (fastify's lib/server.js).
+ */
+function serverWithFront(front: ModelFront): FastifyServerFactory {
+  return (fastifyHandler: FastifyServerFactoryHandler, options: FastifyServerOptions): Server => {
+    const server = createServer((req, res) => {
+      if (!front.serve(req, res)) fastifyHandler(req, res);
+    });
+    server.keepAliveTimeout = options.keepAliveTimeout ?? 72_000;
+    server.requestTimeout = options.requestTimeout ?? 0;
+    server.setTimeout(options.connectionTimeout ?? 0);
+    return server;
+  };
+}
+
 export function buildApp(
   ctx: GatewayContext,
   opts: AppOptions,
   extra: (app: FastifyInstance) => void,
 ): FastifyInstance {
+  const front = new ModelFront(ctx, opts.bodyLimit);
   const app = Fastify({
+    serverFactory: serverWithFront(front),
     loggerInstance: opts.logger,
     bodyLimit: opts.bodyLimit,
     genReqId: (req) => requestIdFrom(req.headers['x-request-id']),
@@ -290,7 +175,6 @@ export function buildApp(
     forceCloseConnections: true,
   });
 
-  app.decorateRequest('rawBodyLength', 0);
   app.decorateRequest('errorStyle', 'openai');
   app.decorateRequest('caller', null);
   app.decorateRequest('obs', null);
@@ -303,7 +187,6 @@ export function buildApp(
   // reservation's input bound.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
-    req.rawBodyLength = body.length;
     if (body.length === 0) {
       done(new GatewayError('invalid_parameter_error', 'the request body is empty'), undefined);
       return;
@@ -317,8 +200,7 @@ export function buildApp(
       );
     }
   });
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
-    req.rawBodyLength = body.length;
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
     done(null, body);
   });
 
@@ -348,7 +230,13 @@ export function buildApp(
     );
   });
 
+  // Fastify stops taking requests before it closes its connections; so does the front.
+  app.addHook('preClose', (done) => {
+    front.close();
+    done();
+  });
   for (const def of ENDPOINTS) {
+    if (servedByFront(def)) continue;
     const methods =
       def.method === 'ANY' ? (['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const) : [def.method];
     app.route({

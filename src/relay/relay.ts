@@ -1,7 +1,7 @@
 // The per-request pipeline of a model route (DESIGN "the two flows"): admit (auth happened in the
 // app), resolve, validate, limit, price at entry and reserve, then try candidate channels until one
 // answers, relay the answer or stream, and settle from the usage it reported.
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ServerResponse } from 'node:http';
 import { errors as undiciErrors, type Dispatcher } from 'undici';
 import { imageCost, tokenCost, tokenReservation } from '../billing/meter.ts';
 import {
@@ -11,6 +11,7 @@ import {
 } from '../billing/price-at-entry.ts';
 import type { Nano } from '../billing/money.ts';
 import type { EndpointDef } from '../http/endpoints.ts';
+import type { ModelCall } from '../http/model-front.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import type { StreamRelay } from '../protocols/stream-relay.ts';
 import { scrubSecrets } from '../telemetry/logging.ts';
@@ -143,7 +144,7 @@ async function admit(
   requestId: string,
   obs: RequestObserver,
   nowMs: number,
-  reply: FastifyReply,
+  res: ServerResponse,
 ): Promise<Admitted> {
   const endpoint = def.kind!;
   let modelName: string;
@@ -220,7 +221,7 @@ async function admit(
         },
       );
     }
-    reply.headers(headers);
+    for (const name in headers) res.setHeader(name, headers[name]!);
     pre = { candidates, slot: r.slot };
   }
   try {
@@ -397,7 +398,7 @@ async function dispatch(
   ctx: GatewayContext,
   admitted: Admitted,
   endpoint: EndpointKind,
-  req: FastifyRequest,
+  call: ModelCall,
   requestId: string,
   obs: RequestObserver,
   signal: AbortSignal,
@@ -410,7 +411,7 @@ async function dispatch(
   let attempts = 0;
   let full = 0;
   let lastFailure: AttemptFailure | null = null;
-  const beta = req.headers['anthropic-beta'];
+  const beta = call.headers['anthropic-beta'];
   for (const candidate of candidates) {
     const preSlot = given;
     given = 'none';
@@ -758,40 +759,39 @@ function streamErrorText(style: ErrorStyle, requestId: string, message: string):
 export async function relayModelRoute(
   ctx: GatewayContext,
   def: EndpointDef,
-  req: FastifyRequest,
-  reply: FastifyReply,
+  call: ModelCall,
+  res: ServerResponse,
   caller: Caller,
   obs: RequestObserver,
 ): Promise<void> {
   const startedAt = performance.now();
   const nowMs = Date.now();
   const table = ctx.tables.current; // captured once: the price and routes in force at entry
-  const requestId = req.id;
-  const bodyBytes = (req as FastifyRequest & { rawBodyLength?: number }).rawBodyLength ?? 0;
+  const requestId = call.id;
   const admitted = await admit(
     ctx,
     table,
     def,
     caller,
-    req.body,
-    bodyBytes,
+    call.body,
+    call.bodyBytes,
     requestId,
     obs,
     nowMs,
-    reply,
+    res,
   );
   const endpoint = def.kind!;
 
   // A client that goes away aborts the upstream call; what was used is still billed.
   const abort = new AbortController();
   const onClose = (): void => {
-    if (!reply.raw.writableFinished) abort.abort();
+    if (!res.writableFinished) abort.abort();
   };
-  reply.raw.on('close', onClose);
+  res.on('close', onClose);
 
   let dispatched: Dispatched;
   try {
-    dispatched = await dispatch(ctx, admitted, endpoint, req, requestId, obs, abort.signal);
+    dispatched = await dispatch(ctx, admitted, endpoint, call, requestId, obs, abort.signal);
   } catch (err) {
     dispatched = {
       kind: 'error',
@@ -805,7 +805,7 @@ export async function relayModelRoute(
   }
 
   if (dispatched.kind === 'error') {
-    reply.raw.off('close', onClose);
+    res.off('close', onClose);
     if (!dispatched.attempted) {
       // Rejected before any upstream call (every channel full): no usage row, the hold released.
       await ctx.store
@@ -832,8 +832,12 @@ export async function relayModelRoute(
   if (dispatched.kind === 'answer') {
     const { finished, candidate } = dispatched;
     const metered = meter(admitted, finished.usage, finished.images, 0);
-    reply.raw.off('close', onClose);
-    reply.code(200).header('content-type', 'application/json').send(finished.text);
+    res.off('close', onClose);
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(finished.text),
+    });
+    res.end(finished.text);
     void settle(
       ctx,
       requestId,
@@ -851,13 +855,8 @@ export async function relayModelRoute(
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
   const { relay, pump, candidate, release } = dispatched;
-  const raw = reply.raw;
-  reply.hijack();
-  raw.writeHead(200, {
-    ...SSE_HEADERS,
-    ...(reply.getHeaders() as Record<string, string>),
-    'x-request-id': requestId,
-  });
+  // Headers set before (x-request-id, x-ratelimit-*) go out with these.
+  res.writeHead(200, SSE_HEADERS);
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;
@@ -866,8 +865,8 @@ export async function relayModelRoute(
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
   try {
-    raw.write(dispatched.first);
-    const end = await pump.rest(raw, abort.signal);
+    res.write(dispatched.first);
+    const end = await pump.rest(res, abort.signal);
     if (!end.ended) {
       if (timedOut || !abort.signal.aborted) {
         // After the first byte there is no retry: the stream ends with an error event.
@@ -879,15 +878,15 @@ export async function relayModelRoute(
         obs
           .attempt(candidate.channel.id, candidate.channel.protocol, 0)
           .end(timedOut ? 'timeout' : 'stream_cut', 200);
-        if (!raw.destroyed) raw.write(streamErrorText(styleOf(def), requestId, message));
+        if (!res.destroyed) res.write(streamErrorText(styleOf(def), requestId, message));
       } else status = 'client_aborted';
     } else if (abort.signal.aborted) status = 'client_aborted';
   } finally {
     clearTimeout(deadline);
-    reply.raw.off('close', onClose);
+    res.off('close', onClose);
     // Free the slot before the client sees the end, so its next request finds it free.
     await release();
-    if (!raw.destroyed) raw.end();
+    if (!res.destroyed) res.end();
     // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
     if (status !== 'ok') void dispatched.response.body.destroy();
   }

@@ -1,0 +1,227 @@
+// The model routes are served by node:http ahead of fastify (src/http/model-front.ts, decision
+// 0029). What a client sees must not change: authentication before the body, the body limit, the
+// content type, the error object with the request id, and the routes fastify still serves.
+import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ModelFront } from '../../src/http/model-front.ts';
+import { startHarness, type Harness } from './harness.ts';
+
+let h: Harness;
+let key: string;
+
+beforeAll(async () => {
+  h = await startHarness();
+  ({ key } = await h.account({ balance: '10' }));
+}, 60_000);
+afterAll(async () => h?.close());
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * Sends the head of a POST and, unless `body` is null, its body. With `body` null the request is
+ * left open: the answer can only come before the body, as a 401 or an announced 413 must.
+ */
+function post(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+  body: string | null,
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${base}${path}`, { method: 'POST', headers, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text });
+        req.destroy();
+      });
+    });
+    req.on('error', reject);
+    req.flushHeaders();
+    if (body !== null) req.end(body);
+  });
+}
+
+const chat = JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] });
+
+function errorOf(a: Answer): { code: string; type: string; request_id: string; message: string } {
+  return (JSON.parse(a.body) as { error: never }).error;
+}
+
+describe('the model front', () => {
+  it('answers 401 before the body is sent: a caller without a valid key costs no body read', async () => {
+    const a = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      {
+        'content-type': 'application/json',
+        'content-length': '5000',
+        authorization: 'Bearer sk-sy-not-a-key',
+      },
+      null,
+    );
+    expect(a.status).toBe(401);
+    expect(errorOf(a)).toMatchObject({ code: 'invalid_token', type: 'switchyard_api_error' });
+    expect(errorOf(a).request_id).toBe(a.headers['x-request-id']);
+  });
+
+  it('answers 413 for an announced oversized body before it is sent', async () => {
+    const a = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      {
+        'content-type': 'application/json',
+        'content-length': String(64 * 1024 * 1024),
+        authorization: `Bearer ${key}`,
+      },
+      null,
+    );
+    expect(a.status).toBe(413);
+    expect(errorOf(a).code).toBe('request_too_large');
+  });
+
+  it('answers 413 for a chunked body that grows past the limit', async () => {
+    const big = JSON.stringify({
+      model: 'gpt-x',
+      messages: [{ role: 'user', content: 'x'.repeat(11 * 1024 * 1024) }],
+    });
+    const a = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      {
+        'content-type': 'application/json',
+        'transfer-encoding': 'chunked',
+        authorization: `Bearer ${key}`,
+      },
+      big,
+    );
+    expect(a.status).toBe(413);
+    expect(errorOf(a).code).toBe('request_too_large');
+  });
+
+  it('reads a body as JSON only: 415 for another content type, before the body is read', async () => {
+    const calls = h.mock.callCount();
+    const auth = { authorization: `Bearer ${key}` };
+    const malformed = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...auth, 'content-type': 'json' },
+      chat,
+    );
+    expect(malformed.status).toBe(415);
+    expect(errorOf(malformed).code).toBe('unsupported_media_type');
+
+    const form = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...auth, 'content-type': 'application/x-www-form-urlencoded', 'content-length': '5000' },
+      null,
+    );
+    expect(form.status).toBe(415);
+    expect(errorOf(form).message).toBe('send the body as application/json');
+
+    const none = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...auth, 'content-length': '0' },
+      '',
+    );
+    expect(none.status).toBe(400);
+    expect(errorOf(none).message).toBe('the request body must be a JSON object');
+
+    const empty = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...auth, 'content-type': 'application/json' },
+      '',
+    );
+    expect(empty.status).toBe(400);
+    expect(errorOf(empty).message).toBe('the request body is empty');
+    expect(h.mock.callCount()).toBe(calls);
+  });
+
+  it('serves a model route with a query string, a JSON content type with parameters, or none', async () => {
+    const a = await post(
+      h.gateway.url,
+      '/v1/chat/completions?trace=1',
+      { 'content-type': 'Application/JSON; charset=utf-8', authorization: `Bearer ${key}` },
+      chat,
+    );
+    expect(a.status).toBe(200);
+    expect(a.headers['content-type']).toBe('application/json');
+    expect(Number(a.headers['content-length'])).toBe(Buffer.byteLength(a.body));
+    expect((JSON.parse(a.body) as { object: string }).object).toBe('chat.completion');
+    expect(a.headers['x-request-id']).toMatch(/^req_/);
+    const untyped = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { authorization: `Bearer ${key}` },
+      chat,
+    );
+    expect(untyped.status).toBe(200);
+  });
+
+  it('keeps the Anthropic error shape on the messages route', async () => {
+    const a = await post(
+      h.gateway.url,
+      '/v1/messages',
+      {
+        'content-type': 'application/json',
+        'x-api-key': key,
+        'anthropic-version': '2023-06-01',
+        'x-request-id': 'caller-chosen-id-1',
+      },
+      '{"model": ',
+    );
+    expect(a.status).toBe(400);
+    const body = JSON.parse(a.body) as {
+      type: string;
+      request_id: string;
+      error: { code: string };
+    };
+    expect(body.type).toBe('error');
+    expect(body.request_id).toBe('caller-chosen-id-1');
+    expect(a.headers['x-request-id']).toBe('caller-chosen-id-1');
+  });
+
+  it('leaves every other method and route to fastify', async () => {
+    const get = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(get.status).toBe(404);
+    expect(((await get.json()) as { error: { code: string } }).error.code).toBe('not_found');
+    const models = await fetch(`${h.gateway.url}/v1/models`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(models.status).toBe(200);
+    expect(models.headers.get('x-request-id')).toMatch(/^req_/);
+  });
+
+  it('answers 503 service_unavailable once the gateway is closing', async () => {
+    const front = new ModelFront(h.gateway.ctx, 1024);
+    const server: Server = createServer((req, res) => {
+      if (!front.serve(req, res)) res.writeHead(418).end();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+      const open = await post(base, '/v1/chat/completions', headers, chat);
+      expect(open.status).toBe(200);
+      front.close();
+      const closing = await post(base, '/v1/chat/completions', headers, chat);
+      expect(closing.status).toBe(503);
+      expect(closing.headers.connection).toBe('close');
+      expect(errorOf(closing).code).toBe('service_unavailable');
+      expect(errorOf(closing).request_id).toBe(closing.headers['x-request-id']);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
