@@ -52,18 +52,21 @@ export function sendError(
     .send(errorBody(err.code, err.message, requestId, style));
 }
 
-/** The error on node's response, for a request fastify never saw; headers set before are kept. */
+/**
+ * The error on node's response, for a request fastify never saw. `headers` are the answer's own
+ * (x-request-id, x-ratelimit-*): one writeHead, no setHeader before it (model-front.ts).
+ */
 export function writeError(
   res: ServerResponse,
   err: GatewayError,
   requestId: string,
   style: ErrorStyle,
+  headers: Record<string, string>,
 ): void {
-  if (err.headers !== null) for (const name in err.headers) res.setHeader(name, err.headers[name]!);
   const body = errorBody(err.code, err.message, requestId, style);
-  res.writeHead(err.status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-  });
+  if (err.headers !== null) for (const name in err.headers) headers[name] = err.headers[name]!;
+  headers['content-type'] = 'application/json';
+  headers['content-length'] = String(Buffer.byteLength(body));
+  res.writeHead(err.status, headers);
   res.end(body);
 }

@@ -18,6 +18,8 @@ export type SseListener = (event: SseEvent) => void;
  */
 export class SseParser {
   private readonly decoder: TextDecoder;
+  /** The decoder may hold the first bytes of a character, or has not yet seen a possible BOM. */
+  private decoderInUse: boolean;
   private readonly onEvent: SseListener;
   /** The unfinished line carried over from the previous chunk. */
   private tail: string;
@@ -31,6 +33,7 @@ export class SseParser {
     // stream: true in decode() keeps a multi-byte character split across chunks intact; the
     // default ignoreBOM:false drops a leading BOM as the SSE spec asks.
     this.decoder = new TextDecoder('utf-8');
+    this.decoderInUse = true;
     this.onEvent = onEvent;
     this.tail = '';
     this.skipLeadingLf = false;
@@ -40,7 +43,19 @@ export class SseParser {
   }
 
   feed(chunk: Uint8Array): void {
+    const n = chunk.length;
+    if (n === 0) return;
+    // A chunk that ends on an ASCII byte leaves no character split for the next one. After the
+    // first such chunk (BOM handled) and with nothing held back, a Buffer's toString (undici's
+    // chunks are Buffers) decodes it as the decoder would, for ~1/4 of TextDecoder's cost: decode() was 4.6 µs of a chunk's ~20
+    // µs in the parser and relay at a model's pace (profile, decision 0029).
+    const last = chunk[n - 1]!;
+    if (!this.decoderInUse && last < 0x80 && Buffer.isBuffer(chunk)) {
+      this.feedText(chunk.toString('utf8'));
+      return;
+    }
     this.feedText(this.decoder.decode(chunk, { stream: true }));
+    this.decoderInUse = last >= 0x80;
   }
 
   /**
@@ -49,7 +64,7 @@ export class SseParser {
    * that event is the one carrying usage, which billing must not lose.
    */
   end(): void {
-    const rest = this.decoder.decode();
+    const rest = this.decoderInUse ? this.decoder.decode() : '';
     if (rest.length > 0) this.feedText(rest);
     if (this.tail.length > 0) {
       const line = this.tail;

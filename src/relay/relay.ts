@@ -144,7 +144,7 @@ async function admit(
   requestId: string,
   obs: RequestObserver,
   nowMs: number,
-  res: ServerResponse,
+  replyHeaders: Record<string, string>,
 ): Promise<Admitted> {
   const endpoint = def.kind!;
   let modelName: string;
@@ -204,11 +204,9 @@ async function admit(
         ? { channelId: first.id, capacity: first.capacity, ttlMs: slotTtlMs(first) }
         : null,
     );
-    const headers: Record<string, string> = {
-      'x-ratelimit-limit-requests': String(r.rpm.limit),
-      'x-ratelimit-remaining-requests': String(r.rpm.remaining),
-      'x-ratelimit-reset-requests': `${Math.ceil(r.rpm.resetMs / 1000)}s`,
-    };
+    const limit = String(r.rpm.limit);
+    const remaining = String(r.rpm.remaining);
+    const reset = `${Math.ceil(r.rpm.resetMs / 1000)}s`;
     if (!r.rpm.allowed) {
       obs.rejected('rpm', 'rate_limited');
       await strike(ctx, table, caller.source, 'rate_limited');
@@ -216,12 +214,16 @@ async function admit(
         'rate_limited',
         `rate limit of ${model.rpm} requests per minute reached for model "${model.name}"`,
         {
-          ...headers,
+          'x-ratelimit-limit-requests': limit,
+          'x-ratelimit-remaining-requests': remaining,
+          'x-ratelimit-reset-requests': reset,
           'retry-after': String(r.rpm.retryAfterSeconds),
         },
       );
     }
-    for (const name in headers) res.setHeader(name, headers[name]!);
+    replyHeaders['x-ratelimit-limit-requests'] = limit;
+    replyHeaders['x-ratelimit-remaining-requests'] = remaining;
+    replyHeaders['x-ratelimit-reset-requests'] = reset;
     pre = { candidates, slot: r.slot };
   }
   try {
@@ -778,7 +780,7 @@ export async function relayModelRoute(
     requestId,
     obs,
     nowMs,
-    res,
+    call.replyHeaders,
   );
   const endpoint = def.kind!;
 
@@ -833,10 +835,10 @@ export async function relayModelRoute(
     const { finished, candidate } = dispatched;
     const metered = meter(admitted, finished.usage, finished.images, 0);
     res.off('close', onClose);
-    res.writeHead(200, {
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(finished.text),
-    });
+    const headers = call.replyHeaders;
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(Buffer.byteLength(finished.text));
+    res.writeHead(200, headers);
     res.end(finished.text);
     void settle(
       ctx,
@@ -855,8 +857,9 @@ export async function relayModelRoute(
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
   const { relay, pump, candidate, release } = dispatched;
-  // Headers set before (x-request-id, x-ratelimit-*) go out with these.
-  res.writeHead(200, SSE_HEADERS);
+  const headers = call.replyHeaders;
+  for (const name in SSE_HEADERS) headers[name] = SSE_HEADERS[name as keyof typeof SSE_HEADERS];
+  res.writeHead(200, headers);
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;

@@ -4,12 +4,14 @@ import type { SseEvent } from '../../src/protocols/types.ts';
 
 const encoder = new TextEncoder();
 
-function parseInPieces(bytes: Uint8Array, cuts: number[]): SseEvent[] {
+/** Feeds the pieces as Uint8Arrays, or as Buffers (as undici delivers them) when `buffers`. */
+function parseInPieces(bytes: Uint8Array, cuts: number[], buffers = false): SseEvent[] {
   const events: SseEvent[] = [];
   const parser = new SseParser((e) => events.push(e));
+  const source = buffers ? Buffer.from(bytes) : bytes;
   let start = 0;
   for (const cut of [...cuts, bytes.length]) {
-    parser.feed(bytes.subarray(start, cut));
+    parser.feed(source.subarray(start, cut));
     start = cut;
   }
   parser.end();
@@ -57,6 +59,22 @@ describe('SSE parser', () => {
     expect(parseInPieces(bytes, cuts)).toEqual(EXPECTED);
   });
 
+  it('gives the same events from Buffers split anywhere, after a chunk that ends on ASCII too', () => {
+    // Buffers that end on an ASCII byte skip the TextDecoder (sse-parser.ts): a character split
+    // across chunks must still come out whole whichever way each chunk is decoded.
+    const bytes = encoder.encode('data: first\n\n' + STREAM + STREAM);
+    const expected = [{ event: null, data: 'first' }, ...EXPECTED, ...EXPECTED];
+    for (let cut = 1; cut < bytes.length; cut++) {
+      expect(parseInPieces(bytes, [cut], true), `split at byte ${cut}`).toEqual(expected);
+      const second = Math.min(bytes.length - 1, cut + 3);
+      expect(parseInPieces(bytes, [cut, second], true), `split at ${cut}, ${second}`).toEqual(
+        expected,
+      );
+    }
+    const cuts = Array.from({ length: bytes.length - 1 }, (_, i) => i + 1);
+    expect(parseInPieces(bytes, cuts, true)).toEqual(expected);
+  });
+
   it('does not dispatch an event before its blank line arrives', () => {
     const events: SseEvent[] = [];
     const parser = new SseParser((e) => events.push(e));
@@ -80,6 +98,8 @@ describe('SSE parser', () => {
       ...encoder.encode('id: 1\nretry: 5\ndata: x\n\n'),
     ]);
     expect(parseInPieces(bytes, [1, 2])).toEqual([{ event: null, data: 'x' }]);
+    expect(parseInPieces(bytes, [1, 2], true)).toEqual([{ event: null, data: 'x' }]);
+    expect(parseInPieces(bytes, [], true)).toEqual([{ event: null, data: 'x' }]);
   });
 
   it('formats events back, splitting multi-line data into data lines', () => {
