@@ -65,13 +65,16 @@ function bodyKindOf(headers: IncomingHttpHeaders): BodyKind {
 function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const announced = Number(req.headers['content-length']);
   if (announced > limit) return Promise.reject(new GatewayError('request_too_large'));
+  // A client gone while its key was checked: no 'end' or 'error' would ever come.
+  if (req.destroyed) return Promise.reject(unreadable());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let received = 0;
     const done = (): void => {
       req.off('data', onData);
       req.off('end', onEnd);
-      req.off('error', onError);
+      req.off('error', onGone);
+      req.off('close', onGone);
     };
     const onData = (chunk: Buffer): void => {
       received += chunk.length;
@@ -90,16 +93,23 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
         );
         return;
       }
-      resolve(Buffer.concat(chunks, received));
+      // One chunk (a small body) is decoded where it lies: bodyOf only makes a string of it.
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received));
     };
-    const onError = (): void => {
+    // An error, or a close before the end: the client went away mid-body.
+    const onGone = (): void => {
       done();
-      reject(new GatewayError('invalid_parameter_error', 'the request body could not be read'));
+      reject(unreadable());
     };
     req.on('data', onData);
     req.on('end', onEnd);
-    req.on('error', onError);
+    req.on('error', onGone);
+    req.on('close', onGone);
   });
+}
+
+function unreadable(): GatewayError {
+  return new GatewayError('invalid_parameter_error', 'the request body could not be read');
 }
 
 /** The body as the relay takes it; malformed or empty JSON is the client's 400. */

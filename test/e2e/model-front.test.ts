@@ -203,6 +203,46 @@ describe('the model front', () => {
     expect(models.headers.get('x-request-id')).toMatch(/^req_/);
   });
 
+  it('counts a client that goes away mid-body as a 400, and goes on serving', async () => {
+    const route = 'route="POST /v1/chat/completions"';
+    const gone = async (): Promise<number> => {
+      const text = await (await fetch(`${h.gateway.url}/metrics`)).text();
+      let n = 0;
+      for (const line of text.split('\n'))
+        if (line.startsWith('switchyard_requests_total{') && line.includes(route))
+          if (line.includes('status="400"')) n += Number(line.split(' ').pop());
+      return n;
+    };
+    const before = await gone();
+    await new Promise<void>((resolve) => {
+      const req = request(`${h.gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        agent: false,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': '5000',
+          authorization: `Bearer ${key}`,
+        },
+      });
+      req.on('error', () => resolve());
+      req.write('{"model":"gpt-x","messages":[');
+      setTimeout(() => req.destroy(), 100);
+    });
+    let after = before;
+    for (let i = 0; i < 50 && after === before; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      after = await gone();
+    }
+    expect(after).toBe(before + 1);
+    const next = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      chat,
+    );
+    expect(next.status).toBe(200);
+  });
+
   it('answers 503 service_unavailable once the gateway is closing', async () => {
     const front = new ModelFront(h.gateway.ctx, 1024);
     const server: Server = createServer((req, res) => {
