@@ -41,6 +41,22 @@ function credentialOf(req: RequestHead, def: EndpointDef): string | null {
   return null;
 }
 
+/** 403 temp_blacklisted while `source` is banned. */
+async function refuseBanned(
+  ctx: GatewayContext,
+  source: string,
+  who: string,
+  obs: RequestObserver,
+): Promise<void> {
+  const ban = await ctx.limiter.isBlacklisted(source);
+  if (ban === null) return;
+  obs.rejected('blacklist', 'temp_blacklisted');
+  throw new GatewayError(
+    'temp_blacklisted',
+    `${who} is temporarily restricted until ${new Date(ban.untilMs).toISOString()}`,
+  );
+}
+
 export async function authenticate(
   ctx: GatewayContext,
   table: RoutingTable,
@@ -49,14 +65,7 @@ export async function authenticate(
   obs: RequestObserver,
 ): Promise<Caller> {
   const ipSource = `ip:${clientIp(req, table)}`;
-  const banned = await ctx.limiter.isBlacklisted(ipSource);
-  if (banned !== null) {
-    obs.rejected('blacklist', 'temp_blacklisted');
-    throw new GatewayError(
-      'temp_blacklisted',
-      `this source is temporarily restricted until ${new Date(banned.untilMs).toISOString()}`,
-    );
-  }
+  await refuseBanned(ctx, ipSource, 'this source', obs);
   const plaintext = credentialOf(req, def);
   const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext, req.socket);
   if (result === null || !result.ok) {
@@ -72,16 +81,7 @@ export async function authenticate(
   }
   const key = result.key;
   const source = table.limits.blacklistSource === 'key' ? `key:${key.id}` : ipSource;
-  if (source !== ipSource) {
-    const keyBan = await ctx.limiter.isBlacklisted(source);
-    if (keyBan !== null) {
-      obs.rejected('blacklist', 'temp_blacklisted');
-      throw new GatewayError(
-        'temp_blacklisted',
-        `this key is temporarily restricted until ${new Date(keyBan.untilMs).toISOString()}`,
-      );
-    }
-  }
+  if (source !== ipSource) await refuseBanned(ctx, source, 'this key', obs);
   // Spec 9.2 pins 2023-06-01; newer SDKs send a later date for the same protocol, which upstreams
   // still receive as 2023-06-01. A missing or malformed version is the client's mistake.
   const version = req.headers['anthropic-version'];
