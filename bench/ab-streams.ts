@@ -5,6 +5,7 @@
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
 // is judged against its base inside one run (decision 0029). `--quick` runs it small.
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startChild, type BenchChild } from './child.ts';
@@ -54,7 +55,7 @@ function show(title: string, results: Record<Side, StreamLoopResult>): void {
 
 const children: BenchChild[] = [];
 try {
-  const other = (await import(join(resolve(baseDir), 'bench', 'child.ts'))) as {
+  const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child.ts')).href)) as {
     startChild: typeof startChild;
   };
   const upstreamArgs: UpstreamArgs = {

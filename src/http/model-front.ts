@@ -5,7 +5,6 @@
 // authentication before the body is read, the body limit, then the relay, with every error
 // through send-error.ts. Every other request goes on to fastify.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import type { GatewayContext } from '../relay/context.ts';
 import { relayModelRoute, styleOf } from '../relay/relay.ts';
 import { authenticate } from './authenticate.ts';
@@ -18,7 +17,6 @@ import { toGatewayError, writeError } from './send-error.ts';
 export interface ModelCall {
   readonly id: string;
   readonly headers: IncomingHttpHeaders;
-  readonly socket: Socket;
   /** The parsed JSON; undefined for no body. */
   readonly body: unknown;
   /** The body's length in bytes (the reservation's input bound). */
@@ -132,11 +130,11 @@ async function bodyOf(
 async function serveModelRoute(
   ctx: GatewayContext,
   def: EndpointDef,
+  id: string,
   req: IncomingMessage,
   res: ServerResponse,
   bodyLimit: number,
 ): Promise<void> {
-  const id = requestIdFrom(req.headers['x-request-id']);
   const style = styleOf(def);
   const replyHeaders: Record<string, string> = { 'x-request-id': id };
   const obs = ctx.observe(id, def.name, 'POST', req.headers);
@@ -153,7 +151,6 @@ async function serveModelRoute(
     const call: ModelCall = {
       id,
       headers: req.headers,
-      socket: req.socket,
       body: read.body,
       bodyBytes: read.bytes,
       replyHeaders,
@@ -202,9 +199,21 @@ export class ModelFront {
       );
       return true;
     }
-    serveModelRoute(this.ctx, def, req, res, this.bodyLimit).catch((err: unknown) =>
-      this.ctx.log.error({ err }, 'model route failed'),
-    );
+    const id = requestIdFrom(req.headers['x-request-id']);
+    serveModelRoute(this.ctx, def, id, req, res, this.bodyLimit).catch((err: unknown) => {
+      // A failure outside the request's own error handling (the observer, the error writer):
+      // the client still gets an answer, or its connection is closed, never left waiting.
+      this.ctx.log.error({ err, reqId: id }, 'model route failed');
+      if (res.headersSent || res.destroyed) res.destroy();
+      else
+        writeError(
+          res,
+          new GatewayError('internal_error', `internal error (request id ${id})`),
+          id,
+          styleOf(def),
+          { 'x-request-id': id },
+        );
+    });
     return true;
   }
 

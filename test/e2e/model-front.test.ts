@@ -71,6 +71,54 @@ describe('the model front', () => {
     expect(errorOf(a).request_id).toBe(a.headers['x-request-id']);
   });
 
+  it('checks the key before the content type and the JSON: a bad key is 401 whatever the body', async () => {
+    const bad = { authorization: 'Bearer sk-sy-not-a-key' };
+    const form = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...bad, 'content-type': 'text/plain' },
+      'hello',
+    );
+    expect(form.status).toBe(401);
+    const broken = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { ...bad, 'content-type': 'application/json' },
+      '{"model": ',
+    );
+    expect(broken.status).toBe(401);
+    expect(errorOf(broken).code).toBe('invalid_token');
+  });
+
+  it('answers 500 with the request id when the gateway itself fails, and goes on serving', async () => {
+    const ctx = h.gateway.ctx;
+    const observe = ctx.observe;
+    ctx.observe = () => {
+      throw new Error('observer broke');
+    };
+    let broken: Answer;
+    try {
+      broken = await post(
+        h.gateway.url,
+        '/v1/chat/completions',
+        { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        chat,
+      );
+    } finally {
+      ctx.observe = observe;
+    }
+    expect(broken.status).toBe(500);
+    expect(errorOf(broken).code).toBe('internal_error');
+    expect(errorOf(broken).request_id).toBe(broken.headers['x-request-id']);
+    const next = await post(
+      h.gateway.url,
+      '/v1/chat/completions',
+      { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+      chat,
+    );
+    expect(next.status).toBe(200);
+  });
+
   it('answers 413 for an announced oversized body before it is sent', async () => {
     const a = await post(
       h.gateway.url,
