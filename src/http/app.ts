@@ -1,6 +1,7 @@
-// The fastify application: request ids, body parsing with exact 4xx errors, the one error
-// function, and every route of the endpoint registry. Authentication runs before routing, so an
-// unauthenticated call does no upstream work and costs nothing (spec 5.6, DESIGN invariant 4).
+// The fastify application: request ids, body parsing with exact 4xx errors, and every route of the
+// endpoint registry but the JSON model routes, which node's server hands to the model front first
+// (model-front.ts). Authentication runs before routing, so an unauthenticated call does no
+// upstream work and costs nothing (spec 5.6, DESIGN invariant 4).
 import { createServer, type Server } from 'node:http';
 import Fastify, {
   LogController,
@@ -183,8 +184,7 @@ export function buildApp(
     if (req.url.startsWith('/v1/messages')) req.errorStyle = 'anthropic';
   });
 
-  // JSON bodies are parsed here, so malformed JSON is our 400 and the byte length is kept for the
-  // reservation's input bound.
+  // The bodies of the routes fastify still serves are parsed here, so malformed JSON is our 400.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body: Buffer, done) => {
     if (body.length === 0) {

@@ -857,9 +857,7 @@ export async function relayModelRoute(
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
   const { relay, pump, candidate, release } = dispatched;
-  const headers = call.replyHeaders;
-  for (const name in SSE_HEADERS) headers[name] = SSE_HEADERS[name as keyof typeof SSE_HEADERS];
-  res.writeHead(200, headers);
+  res.writeHead(200, Object.assign(call.replyHeaders, SSE_HEADERS));
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;

@@ -48,6 +48,17 @@ function post(
   });
 }
 
+/** A POST to the chat route of the harness's gateway. */
+function postChat(headers: Record<string, string>, body: string | null): Promise<Answer> {
+  return post(h.gateway.url, '/v1/chat/completions', headers, body);
+}
+
+/** A JSON body with the test key. */
+const keyed = (): Record<string, string> => ({
+  'content-type': 'application/json',
+  authorization: `Bearer ${key}`,
+});
+
 const chat = JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'hi' }] });
 
 function errorOf(a: Answer): { code: string; type: string; request_id: string; message: string } {
@@ -56,9 +67,7 @@ function errorOf(a: Answer): { code: string; type: string; request_id: string; m
 
 describe('the model front', () => {
   it('answers 401 before the body is sent: a caller without a valid key costs no body read', async () => {
-    const a = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
+    const a = await postChat(
       {
         'content-type': 'application/json',
         'content-length': '5000',
@@ -73,19 +82,9 @@ describe('the model front', () => {
 
   it('checks the key before the content type and the JSON: a bad key is 401 whatever the body', async () => {
     const bad = { authorization: 'Bearer sk-sy-not-a-key' };
-    const form = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { ...bad, 'content-type': 'text/plain' },
-      'hello',
-    );
+    const form = await postChat({ ...bad, 'content-type': 'text/plain' }, 'hello');
     expect(form.status).toBe(401);
-    const broken = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { ...bad, 'content-type': 'application/json' },
-      '{"model": ',
-    );
+    const broken = await postChat({ ...bad, 'content-type': 'application/json' }, '{"model": ');
     expect(broken.status).toBe(401);
     expect(errorOf(broken).code).toBe('invalid_token');
   });
@@ -98,31 +97,19 @@ describe('the model front', () => {
     };
     let broken: Answer;
     try {
-      broken = await post(
-        h.gateway.url,
-        '/v1/chat/completions',
-        { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-        chat,
-      );
+      broken = await postChat(keyed(), chat);
     } finally {
       ctx.observe = observe;
     }
     expect(broken.status).toBe(500);
     expect(errorOf(broken).code).toBe('internal_error');
     expect(errorOf(broken).request_id).toBe(broken.headers['x-request-id']);
-    const next = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      chat,
-    );
+    const next = await postChat(keyed(), chat);
     expect(next.status).toBe(200);
   });
 
   it('answers 413 for an announced oversized body before it is sent', async () => {
-    const a = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
+    const a = await postChat(
       {
         'content-type': 'application/json',
         'content-length': String(64 * 1024 * 1024),
@@ -139,9 +126,7 @@ describe('the model front', () => {
       model: 'gpt-x',
       messages: [{ role: 'user', content: 'x'.repeat(11 * 1024 * 1024) }],
     });
-    const a = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
+    const a = await postChat(
       {
         'content-type': 'application/json',
         'transfer-encoding': 'chunked',
@@ -156,39 +141,22 @@ describe('the model front', () => {
   it('reads a body as JSON only: 415 for another content type, before the body is read', async () => {
     const calls = h.mock.callCount();
     const auth = { authorization: `Bearer ${key}` };
-    const malformed = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { ...auth, 'content-type': 'json' },
-      chat,
-    );
+    const malformed = await postChat({ ...auth, 'content-type': 'json' }, chat);
     expect(malformed.status).toBe(415);
     expect(errorOf(malformed).code).toBe('unsupported_media_type');
 
-    const form = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
+    const form = await postChat(
       { ...auth, 'content-type': 'application/x-www-form-urlencoded', 'content-length': '5000' },
       null,
     );
     expect(form.status).toBe(415);
     expect(errorOf(form).message).toBe('send the body as application/json');
 
-    const none = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { ...auth, 'content-length': '0' },
-      '',
-    );
+    const none = await postChat({ ...auth, 'content-length': '0' }, '');
     expect(none.status).toBe(400);
     expect(errorOf(none).message).toBe('the request body must be a JSON object');
 
-    const empty = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { ...auth, 'content-type': 'application/json' },
-      '',
-    );
+    const empty = await postChat({ ...auth, 'content-type': 'application/json' }, '');
     expect(empty.status).toBe(400);
     expect(errorOf(empty).message).toBe('the request body is empty');
     expect(h.mock.callCount()).toBe(calls);
@@ -206,12 +174,7 @@ describe('the model front', () => {
     expect(Number(a.headers['content-length'])).toBe(Buffer.byteLength(a.body));
     expect((JSON.parse(a.body) as { object: string }).object).toBe('chat.completion');
     expect(a.headers['x-request-id']).toMatch(/^req_/);
-    const untyped = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { authorization: `Bearer ${key}` },
-      chat,
-    );
+    const untyped = await postChat({ authorization: `Bearer ${key}` }, chat);
     expect(untyped.status).toBe(200);
   });
 
@@ -282,12 +245,7 @@ describe('the model front', () => {
       after = await gone();
     }
     expect(after).toBe(before + 1);
-    const next = await post(
-      h.gateway.url,
-      '/v1/chat/completions',
-      { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      chat,
-    );
+    const next = await postChat(keyed(), chat);
     expect(next.status).toBe(200);
   });
 
@@ -299,7 +257,7 @@ describe('the model front', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     try {
-      const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+      const headers = keyed();
       const open = await post(base, '/v1/chat/completions', headers, chat);
       expect(open.status).toBe(200);
       front.close();
