@@ -4,6 +4,7 @@
 // each with the direct call and the bare proxy, in rotating turns. The TTFT gaps of one change are
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
 // is judged against its base inside one run (decision 0029). `--quick` runs it small.
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
@@ -40,17 +41,58 @@ const ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 type Side = 'direct' | 'proxy' | 'base' | 'this';
 const SIDES: readonly Side[] = ['direct', 'proxy', 'base', 'this'];
 
-function show(title: string, results: Record<Side, StreamLoopResult>): void {
+/** CPU µs a process has used, its main thread and all its threads (Linux /proc; null elsewhere). */
+interface Cpu {
+  main: number;
+  all: number;
+}
+const TICK_US = 10_000; // USER_HZ is 100 on Linux
+function cpuOf(pid: number): Cpu | null {
+  const ticks = (path: string): number => {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const stat = readFileSync(path, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_US;
+  };
+  try {
+    return { main: ticks(`/proc/${pid}/task/${pid}/stat`), all: ticks(`/proc/${pid}/stat`) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Each side's process CPU a stream over a section: the mock upstream and the other sides idle
+ * during a side's turns, so a process's CPU over the section is its own sides' turns' (the direct
+ * side has no process of its own). Ticks are 10 ms: ~1,000 streams a section make it ~10 µs.
+ */
+function cpuPerStream(
+  pids: Partial<Record<Side, number>>,
+  before: Partial<Record<Side, Cpu | null>>,
+  results: Record<Side, StreamLoopResult>,
+): string[] {
+  return SIDES.map((side) => {
+    const pid = pids[side];
+    const from = before[side];
+    const to = pid === undefined ? null : cpuOf(pid);
+    if (to === null || from === undefined || from === null || results[side].streams === 0) return '';
+    const n = results[side].streams;
+    return `  cpu/stream main ${Math.round((to.main - from.main) / n)} µs, all threads ${Math.round((to.all - from.all) / n)} µs`;
+  });
+}
+
+function show(title: string, results: Record<Side, StreamLoopResult>, cpu: string[]): void {
   const proxy = results.proxy.ttft.p50;
   console.log(`\n${title}: TTFT p50 / p99, added p50 over the bare proxy (ms)`);
-  for (const side of SIDES) {
+  SIDES.forEach((side, i) => {
     const r = results[side];
     const added = r.ttft.p50 - proxy;
     console.log(
       `  ${side.padEnd(7)} ${r.ttft.p50.toFixed(2).padStart(7)} / ${r.ttft.p99.toFixed(2).padStart(7)}` +
-        `  ${(added >= 0 ? '+' : '') + added.toFixed(2)}  (${r.streams} streams, ${r.errors} errors)`,
+        `  ${(added >= 0 ? '+' : '') + added.toFixed(2)}  (${r.streams} streams, ${r.errors} errors)` +
+        (cpu[i] ?? ''),
     );
-  }
+  });
 }
 
 const children: BenchChild[] = [];
@@ -101,19 +143,26 @@ try {
       body: streamed,
       between,
     });
+  const pids: Partial<Record<Side, number>> = { proxy: proxy.pid, base: base.pid, this: mine.pid };
+  const cpuNow = (): Partial<Record<Side, Cpu | null>> => ({
+    proxy: cpuOf(proxy.pid),
+    base: cpuOf(base.pid),
+    this: cpuOf(mine.pid),
+  });
   await backToBack(P.warmup);
-  show('8 streams back to back', await backToBack(P.turns));
-  show(
-    '16 streams/s at 50 tokens/s',
-    await interleavedPacedStreamLoop(sides, {
-      ratePerSec: 16,
-      connections: 64,
-      sliceMs: P.pacedTurnMs,
-      slices: P.pacedTurns,
-      body: chatBody('bench-paced', true),
-      between,
-    }),
-  );
+  let before = cpuNow();
+  const b2b = await backToBack(P.turns);
+  show('8 streams back to back', b2b, cpuPerStream(pids, before, b2b));
+  before = cpuNow();
+  const paced = await interleavedPacedStreamLoop(sides, {
+    ratePerSec: 16,
+    connections: 64,
+    sliceMs: P.pacedTurnMs,
+    slices: P.pacedTurns,
+    body: chatBody('bench-paced', true),
+    between,
+  });
+  show('16 streams/s at 50 tokens/s', paced, cpuPerStream(pids, before, paced));
 } finally {
   for (const c of children.reverse()) await c.stop().catch(() => undefined);
 }

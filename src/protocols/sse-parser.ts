@@ -59,6 +59,20 @@ export class SseParser {
   }
 
   /**
+   * Nothing held back: no partial character, line or event, and the leading BOM already handled.
+   * Whole events fed now would leave the parser in this same state.
+   */
+  idle(): boolean {
+    return (
+      !this.decoderInUse &&
+      this.tail.length === 0 &&
+      !this.skipLeadingLf &&
+      !this.hasData &&
+      this.eventType === null
+    );
+  }
+
+  /**
    * The upstream ended. A last line without its line break, and an event without its closing
    * blank line, are dispatched anyway: some upstreams close right after their final `data:` and
    * that event is the one carrying usage, which billing must not lose.

@@ -5,9 +5,18 @@ import { SseParser } from './sse-parser.ts';
 import type { SseEvent } from './types.ts';
 import type { Usage } from './usage.ts';
 
+/**
+ * What a relay hands the client for one upstream chunk: its own text, or the upstream's chunk
+ * itself when every byte of it goes out unchanged (always whole events, so whole characters).
+ */
+export type ClientChunk = string | Buffer;
+
 export interface StreamRelay {
-  /** Feeds one upstream chunk; returns the text to write to the client now ('' when none). */
-  push(chunk: Uint8Array): string;
+  /**
+   * Feeds one upstream chunk; returns what to write to the client now (empty when none): text,
+   * or `chunk` itself when the relay passes it on unchanged.
+   */
+  push(chunk: Uint8Array): ClientChunk;
   /**
    * The upstream body ended normally (not cut): returns the closing text, e.g. the `data: [DONE]`
    * a chat stream must end with when the upstream omitted it. Call once, after the last push.
@@ -57,7 +66,18 @@ export abstract class SseStreamRelay implements StreamRelay {
     this.parser = new SseParser((event) => this.onEvent(event));
   }
 
-  push(chunk: Uint8Array): string {
+  push(chunk: Uint8Array): ClientChunk {
+    // Nothing held in the parser and whole events the subclass would write back as they came:
+    // the chunk itself goes out, with no decode, no strings and no encode on the way (decision
+    // 0030). The parser's state after those events would be this same idle one.
+    if (Buffer.isBuffer(chunk) && this.parser.idle()) {
+      const events = this.unchangedEvents(chunk);
+      if (events > 0) {
+        if (this.firstContentAt === null) this.firstContentAt = performance.now();
+        this.events += events;
+        return chunk;
+      }
+    }
     this.parser.feed(chunk);
     return this.take();
   }
@@ -78,6 +98,14 @@ export abstract class SseStreamRelay implements StreamRelay {
   }
 
   protected abstract onEvent(event: SseEvent): void;
+
+  /**
+   * How many whole events `chunk` holds when onEvent would write each one back byte for byte and
+   * needs to read nothing in it; -1 otherwise (the default: every event goes through onEvent).
+   */
+  protected unchangedEvents(_chunk: Buffer): number {
+    return -1;
+  }
 
   /** Called by end(): close whatever the upstream left open. */
   protected abstract finish(): void;

@@ -3,7 +3,7 @@
 
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import type { StreamRelay } from '../protocols/stream-relay.ts';
+import type { ClientChunk, StreamRelay } from '../protocols/stream-relay.ts';
 
 /** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
 export type PumpEnd = { ended: true } | { ended: false; error: unknown };
@@ -113,32 +113,33 @@ export class UpstreamPump {
 
   private data(chunk: Buffer): void {
     if (this.outcome !== null) return;
-    let text: string;
+    let out: ClientChunk;
     try {
-      text = this.relay.push(chunk);
+      out = this.relay.push(chunk);
     } catch (error) {
       this.stop({ ended: false, error });
       this.body.destroy();
       return;
     }
-    if (text !== '') this.deliver(text);
+    if (out.length !== 0) this.deliver(out);
   }
 
-  private deliver(text: string): void {
+  private deliver(out: ClientChunk): void {
     if (this.raw !== null) {
-      this.write(text);
+      this.write(out);
       return;
     }
-    // Before rest(): hold the text and stop reading until the caller commits to this stream.
-    this.pending += text;
+    // Before rest(): hold the text and stop reading until the caller commits to this stream. A
+    // chunk passed on unchanged holds whole events, so whole characters: it decodes alone.
+    this.pending += typeof out === 'string' ? out : out.toString('utf8');
     this.body.pause();
     this.wake?.();
   }
 
-  private write(text: string): void {
+  private write(out: ClientChunk): void {
     const raw = this.raw!;
     if (raw.destroyed) return;
-    if (!raw.write(text)) this.awaitDrain();
+    if (!raw.write(out)) this.awaitDrain();
   }
 
   private awaitDrain(): void {

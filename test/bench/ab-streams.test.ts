@@ -31,7 +31,7 @@ describe('npm run bench:ab', () => {
       ]);
       for (const line of block) {
         expect(line).toMatch(
-          /^\s+\w+\s+\d+\.\d\d \/\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+\(\d+ streams, 0 errors\)$/,
+          /^\s+\w+\s+\d+\.\d\d \/\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+\(\d+ streams, 0 errors\)(\s+cpu\/stream main -?\d+ µs, all threads -?\d+ µs)?$/,
         );
         expect(Number(/\((\d+) streams/.exec(line)?.[1])).toBeGreaterThan(0);
       }

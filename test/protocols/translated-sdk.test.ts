@@ -56,7 +56,7 @@ async function translate(
     body: (async function* () {
       for await (const chunk of upstream) {
         const text = relay.push(chunk);
-        if (text.length > 0) yield text;
+        if (text.length > 0) yield String(text);
       }
       yield relay.end();
     })(),

@@ -3,6 +3,7 @@
 
 import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
+import { plainChatEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
 import type { SseEvent } from '../types.ts';
 import { usageFromOpenAiChat } from '../usage.ts';
@@ -61,6 +62,16 @@ export class ChatStreamRelay extends SseStreamRelay {
       }
     }
     this.emit(formatSse(null, data));
+  }
+
+  /**
+   * After the first event (id and model read) and before [DONE], a chunk of plain events with no
+   * usage and no error goes out as it came: that is every chunk of a chat stream but the first
+   * and the last two (usage, [DONE]).
+   */
+  protected override unchangedEvents(chunk: Buffer): number {
+    if (this.upstreamId === null || this.doneSent) return -1;
+    return plainChatEvents(chunk);
   }
 
   protected finish(): void {
