@@ -1,5 +1,5 @@
-// Reads an upstream chunk of OpenAI chat events at the byte level, to tell whether the relay may
-// write the chunk itself instead of decoding, re-framing and re-encoding each event.
+// Reads an upstream chunk of SSE events at the byte level, to tell whether a relay may write the
+// chunk itself instead of decoding, re-framing and re-encoding each event (decision 0030).
 
 const LF = 10;
 const CR = 13;
@@ -7,6 +7,7 @@ const SPACE = 32;
 const TAB = 9;
 const COLON = 58;
 const DATA = Buffer.from('data: ');
+const EVENT = Buffer.from('event: ');
 const DONE = Buffer.from('[DONE]');
 const USAGE = Buffer.from('"usage"');
 const ERROR = Buffer.from('"error"');
@@ -28,13 +29,42 @@ export function plainChatEvents(chunk: Buffer): number {
     if (!isNullValue(chunk, at + USAGE.length)) return -1;
     at = chunk.indexOf(USAGE, at + USAGE.length);
   }
+  return wholeEvents(chunk, null);
+}
+
+/**
+ * The same for relays that read events by name (Anthropic messages, OpenAI Responses): the number
+ * of events when `chunk` is nothing but whole `event: <name>\ndata: <one line>\n\n` events, no
+ * `\r`, and no name in `mustRead`; otherwise -1.
+ */
+export function plainNamedEvents(chunk: Buffer, mustRead: ReadonlySet<string>): number {
+  const n = chunk.length;
+  if (n < 8 || chunk[n - 1] !== LF || chunk[n - 2] !== LF || chunk.indexOf(CR) !== -1) return -1;
+  return wholeEvents(chunk, mustRead);
+}
+
+/**
+ * Counts the events of a chunk that ends on a blank line, each `data: <line>\n\n` (names null)
+ * or `event: <name>\ndata: <line>\n\n` with a name not in `names`; -1 at anything else: another
+ * field, a second data line, a missing space, an empty name, `[DONE]`.
+ */
+function wholeEvents(chunk: Buffer, names: ReadonlySet<string> | null): number {
+  const n = chunk.length;
   let events = 0;
   let pos = 0;
   while (pos < n) {
-    if (chunk.compare(DATA, 0, DATA.length, pos, pos + DATA.length) !== 0) return -1;
+    if (names !== null) {
+      if (!startsWith(chunk, EVENT, pos)) return -1;
+      const nameStart = pos + EVENT.length;
+      const nameEnd = chunk.indexOf(LF, nameStart);
+      if (nameEnd <= nameStart || names.has(chunk.toString('latin1', nameStart, nameEnd)))
+        return -1;
+      pos = nameEnd + 1;
+    }
+    if (!startsWith(chunk, DATA, pos)) return -1;
     const start = pos + DATA.length;
     const lf = chunk.indexOf(LF, start);
-    // A second line (another data: line, an event: or id: field) or a missing blank line: -1.
+    // A second line (another data: line, an id: field) or a missing blank line: -1.
     if (lf === -1 || chunk[lf + 1] !== LF) return -1;
     if (lf - start === DONE.length && chunk.compare(DONE, 0, DONE.length, start, lf) === 0) {
       return -1;
@@ -43,6 +73,11 @@ export function plainChatEvents(chunk: Buffer): number {
     pos = lf + 2;
   }
   return events;
+}
+
+function startsWith(chunk: Buffer, prefix: Buffer, at: number): boolean {
+  const end = at + prefix.length;
+  return end <= chunk.length && chunk.compare(prefix, 0, prefix.length, at, end) === 0;
 }
 
 /** `chunk` at `from` reads `\s*:\s*null` (spaces and tabs only). */

@@ -1,9 +1,12 @@
-// The chat relay writes a chunk of plain events as it came (decision 0030): the bytes, the usage,
-// the event count and the error it reads must be those of the event-by-event path, for every
-// way the socket may cut the stream.
+// A relay writes a chunk of plain events as it came (decision 0030): the bytes, the usage, the
+// event count and the error it reads must be those of the event-by-event path, for every way the
+// socket may cut the stream. Chat, Anthropic messages and OpenAI Responses relays.
 import { describe, expect, it } from 'vitest';
+import { MessagesStreamRelay } from '../../src/protocols/anthropic/messages-stream-relay.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
-import { plainChatEvents } from '../../src/protocols/sse-verbatim.ts';
+import { ResponsesStreamRelay } from '../../src/protocols/openai/responses-stream-relay.ts';
+import { plainChatEvents, plainNamedEvents } from '../../src/protocols/sse-verbatim.ts';
+import type { StreamRelay } from '../../src/protocols/stream-relay.ts';
 
 const chunk = (content: string, extra = ''): string =>
   `data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":${JSON.stringify(content)}},"finish_reason":null}],"usage":null${extra}}\n\n`;
@@ -59,6 +62,106 @@ const STREAMS: Record<string, string[]> = {
   'no [DONE] at the end': [chunk('a'), chunk('b'), USAGE],
 };
 
+const ev = (name: string, data: object | string): string =>
+  `event: ${name}\ndata: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
+const delta = (text: string): string =>
+  ev('content_block_delta', {
+    type: 'content_block_delta',
+    index: 0,
+    delta: { type: 'text_delta', text },
+  });
+const MESSAGES: Record<string, string[]> = {
+  'a whole stream': [
+    ev('message_start', {
+      type: 'message_start',
+      message: {
+        id: 'msg_1',
+        model: 'claude-x',
+        usage: { input_tokens: 11, cache_read_input_tokens: 3, output_tokens: 1 },
+      },
+    }),
+    ev('content_block_start', {
+      type: 'content_block_start',
+      index: 0,
+      content_block: { type: 'text', text: '' },
+    }),
+    ev('ping', { type: 'ping' }),
+    delta('héllo'),
+    delta(' 世界 🎉'),
+    delta('"usage" in text'),
+    ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
+    ev('message_delta', {
+      type: 'message_delta',
+      delta: { stop_reason: 'end_turn' },
+      usage: { output_tokens: 7 },
+    }),
+    ev('message_stop', { type: 'message_stop' }),
+  ],
+  'an error event and odd framing': [
+    ev('message_start', {
+      type: 'message_start',
+      message: { id: 'msg_2', model: 'claude-x', usage: { input_tokens: 5, output_tokens: 1 } },
+    }),
+    delta('a'),
+    'event:content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}\n\n',
+    'event: content_block_delta\r\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"c"}}\r\n\r\n',
+    'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"d"}}\n\n',
+    'event: content_block_delta\ndata: {"type":"content_block_delta",\ndata: "index":0}\n\n',
+    delta('e'),
+    ev('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
+  ],
+};
+const rdelta = (text: string): string =>
+  ev('response.output_text.delta', {
+    type: 'response.output_text.delta',
+    item_id: 'i1',
+    output_index: 0,
+    content_index: 0,
+    delta: text,
+  });
+const resp = (status: string, usage: object | null): object => ({
+  id: 'resp_1',
+  object: 'response',
+  model: 'gpt-x',
+  status,
+  output: [],
+  usage,
+});
+const RESPONSES: Record<string, string[]> = {
+  'a whole stream': [
+    ev('response.created', { type: 'response.created', response: resp('in_progress', null) }),
+    ev('response.output_item.added', {
+      type: 'response.output_item.added',
+      output_index: 0,
+      item: { id: 'i1', type: 'message' },
+    }),
+    rdelta('héllo'),
+    rdelta(' 世界 🎉'),
+    ev('response.output_text.done', {
+      type: 'response.output_text.done',
+      item_id: 'i1',
+      text: 'héllo 世界 🎉',
+    }),
+    ev('response.completed', {
+      type: 'response.completed',
+      response: resp('completed', {
+        input_tokens: 9,
+        input_tokens_details: { cached_tokens: 2 },
+        output_tokens: 4,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 13,
+      }),
+    }),
+  ],
+  'no event lines, then a failure': [
+    ev('response.created', { type: 'response.created', response: resp('in_progress', null) }),
+    rdelta('a'),
+    'data: {"type":"response.output_text.delta","delta":"b"}\n\n',
+    rdelta('c'),
+    'data: {"type":"response.failed","response":{"id":"resp_1","status":"failed","error":{"message":"boom"}}}\n\n',
+  ],
+};
+
 interface Seen {
   out: string;
   unchanged: number;
@@ -67,11 +170,11 @@ interface Seen {
   completed: boolean;
   errorMessage: string | null;
   upstreamId: string | null;
+  upstreamModel: string | null;
 }
 
 /** Feeds `pieces`, as Buffers (undici's chunks) or as plain Uint8Arrays (never passed as they are). */
-function run(pieces: Uint8Array[], wantsUsage: boolean, buffers: boolean): Seen {
-  const relay = new ChatStreamRelay(wantsUsage);
+function run(pieces: Uint8Array[], relay: StreamRelay, buffers: boolean): Seen {
   let out = '';
   let unchanged = 0;
   for (const piece of pieces) {
@@ -81,8 +184,8 @@ function run(pieces: Uint8Array[], wantsUsage: boolean, buffers: boolean): Seen 
     out += typeof got === 'string' ? got : got.toString('utf8');
   }
   out += relay.end();
-  const { usage, events, completed, errorMessage, upstreamId } = relay;
-  return { out, unchanged, usage, events, completed, errorMessage, upstreamId };
+  const { usage, events, completed, errorMessage, upstreamId, upstreamModel } = relay;
+  return { out, unchanged, usage, events, completed, errorMessage, upstreamId, upstreamModel };
 }
 
 function cutAt(bytes: Buffer, cuts: number[]): Uint8Array[] {
@@ -95,42 +198,56 @@ function cutAt(bytes: Buffer, cuts: number[]): Uint8Array[] {
   return pieces;
 }
 
+/** Every way to cut `events` that matters: per event, none, every single cut, every line, random. */
+function cutWays(events: string[]): { bytes: Buffer; ways: number[][] } {
+  const bytes = Buffer.from(events.join(''));
+  // One piece per event (how upstreams write), every single cut, and random cut sets.
+  const boundaries: number[] = [];
+  let at = 0;
+  for (const e of events.slice(0, -1)) boundaries.push((at += Buffer.byteLength(e)));
+  const ways: number[][] = [
+    boundaries,
+    [],
+    ...Array.from({ length: bytes.length - 1 }, (_, i) => [i + 1]),
+  ];
+  // Every line alone: a piece can then open with `data: ` mid-event (after an `event:` or
+  // the first `data:` line of a multi-line event), which only the parser's state tells.
+  const lines: number[] = [];
+  for (let i = 1; i < bytes.length; i++) {
+    if (bytes[i - 1] === 10 && bytes[i] !== 10) lines.push(i);
+  }
+  ways.push(lines);
+  let seed = 7;
+  const rand = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  for (let k = 0; k < 200; k++) {
+    const cuts = new Set<number>();
+    const count = 1 + Math.floor(rand() * 12);
+    for (let j = 0; j < count; j++) cuts.add(1 + Math.floor(rand() * (bytes.length - 1)));
+    ways.push([...cuts].sort((a, b) => a - b));
+  }
+  return { bytes, ways };
+}
+
+/** Both paths agree at every cut; returns how many chunks went out as they came, per event. */
+function sameAtEveryCut(events: string[], make: () => StreamRelay): number {
+  const { bytes, ways } = cutWays(events);
+  let perEvent = -1;
+  for (const cuts of ways) {
+    const pieces = cutAt(bytes, cuts);
+    const fast = run(pieces, make(), true);
+    const slow = run(pieces, make(), false);
+    expect(slow.unchanged).toBe(0);
+    expect({ ...fast, unchanged: 0 }).toEqual(slow);
+    if (perEvent === -1) perEvent = fast.unchanged;
+  }
+  return perEvent;
+}
+
 describe('chat stream relay: chunks passed on as they came', () => {
   for (const [name, events] of Object.entries(STREAMS)) {
     for (const wantsUsage of [true, false]) {
       it(`${name}, client ${wantsUsage ? 'asked' : 'did not ask'} for usage: same as event by event at every cut`, () => {
-        const bytes = Buffer.from(events.join(''));
-        // One piece per event (how upstreams write), every single cut, and random cut sets.
-        const boundaries: number[] = [];
-        let at = 0;
-        for (const e of events.slice(0, -1)) boundaries.push((at += Buffer.byteLength(e)));
-        const ways: number[][] = [
-          boundaries,
-          [],
-          ...Array.from({ length: bytes.length - 1 }, (_, i) => [i + 1]),
-        ];
-        // Every line alone: a piece can then open with `data: ` mid-event (after an `event:` or
-        // the first `data:` line of a multi-line event), which only the parser's state tells.
-        const lines: number[] = [];
-        for (let i = 1; i < bytes.length; i++) {
-          if (bytes[i - 1] === 10 && bytes[i] !== 10) lines.push(i);
-        }
-        ways.push(lines);
-        let seed = 7;
-        const rand = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-        for (let k = 0; k < 200; k++) {
-          const cuts = new Set<number>();
-          const count = 1 + Math.floor(rand() * 12);
-          for (let j = 0; j < count; j++) cuts.add(1 + Math.floor(rand() * (bytes.length - 1)));
-          ways.push([...cuts].sort((a, b) => a - b));
-        }
-        for (const cuts of ways) {
-          const pieces = cutAt(bytes, cuts);
-          const fast = run(pieces, wantsUsage, true);
-          const slow = run(pieces, wantsUsage, false);
-          expect(slow.unchanged).toBe(0);
-          expect({ ...fast, unchanged: 0 }).toEqual(slow);
-        }
+        sameAtEveryCut(events, () => new ChatStreamRelay(wantsUsage));
       });
     }
   }
@@ -139,13 +256,73 @@ describe('chat stream relay: chunks passed on as they came', () => {
     const events = STREAMS['OpenAI with include_usage']!;
     const seen = run(
       events.map((e) => Buffer.from(e)),
-      true,
+      new ChatStreamRelay(true),
       true,
     );
     // The first event is parsed (id, model); the usage chunk and [DONE] are read.
     expect(seen.unchanged).toBe(events.length - 3);
     expect(seen.out).toBe(events.join(''));
     expect(seen.usage).toMatchObject({ inputTokens: 7, cacheHitTokens: 2, outputTokens: 4 });
+  });
+});
+
+describe('messages and responses relays: chunks passed on as they came', () => {
+  for (const [name, events] of Object.entries(MESSAGES)) {
+    it(`messages, ${name}: same as event by event at every cut`, () => {
+      sameAtEveryCut(events, () => new MessagesStreamRelay());
+    });
+  }
+  for (const [name, events] of Object.entries(RESPONSES)) {
+    it(`responses, ${name}: same as event by event at every cut`, () => {
+      sameAtEveryCut(events, () => new ResponsesStreamRelay());
+    });
+  }
+  it('passes on the content events of a messages stream and reads the rest', () => {
+    const events = MESSAGES['a whole stream']!;
+    // content_block_start, ping, three deltas and content_block_stop pass; message_* are read.
+    expect(sameAtEveryCut(events, () => new MessagesStreamRelay())).toBe(6);
+    const relay = new MessagesStreamRelay();
+    run(
+      events.map((e) => Buffer.from(e)),
+      relay,
+      true,
+    );
+    expect(relay.usage).toMatchObject({ inputTokens: 11, cacheHitTokens: 3, outputTokens: 7 });
+    expect(relay.completed).toBe(true);
+  });
+  it('passes on the deltas of a responses stream and reads its lifecycle events', () => {
+    const events = RESPONSES['a whole stream']!;
+    expect(sameAtEveryCut(events, () => new ResponsesStreamRelay())).toBe(4);
+    const relay = new ResponsesStreamRelay();
+    run(
+      events.map((e) => Buffer.from(e)),
+      relay,
+      true,
+    );
+    expect(relay.usage).toMatchObject({ cacheHitTokens: 2, outputTokens: 4 });
+    expect(relay.completed).toBe(true);
+  });
+});
+
+describe('plainNamedEvents', () => {
+  const read = new Set(['message_start', 'error']);
+  it('counts whole named one-line events whose names need no reading', () => {
+    expect(plainNamedEvents(Buffer.from(delta('a') + ev('ping', {})), read)).toBe(2);
+  });
+  it('refuses unnamed, misnamed, multi-line or partial events, and names it must read', () => {
+    for (const text of [
+      'data: {"a":1}\n\n',
+      'event:ping\ndata: {}\n\n',
+      'event: \ndata: {}\n\n',
+      ev('error', {}),
+      delta('a') + ev('message_start', {}),
+      'event: ping\ndata: {}\ndata: {}\n\n',
+      'event: ping\r\ndata: {}\r\n\r\n',
+      delta('a').slice(0, -1),
+      'event: ping\nid: 3\ndata: {}\n\n',
+    ]) {
+      expect(plainNamedEvents(Buffer.from(text), read), JSON.stringify(text)).toBe(-1);
+    }
   });
 });
 

@@ -3,13 +3,18 @@
 
 import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
+import { plainNamedEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
 import type { SseEvent } from '../types.ts';
 import { AnthropicUsageAccumulator } from './usage-accumulator.ts';
 
+/** The events this relay reads; every other one is written back as it came. */
+const READ = new Set(['message_start', 'message_delta', 'message_stop', 'error']);
+
 /**
  * Only message_start, message_delta, message_stop and error are parsed; content_block_delta
- * events (all but a handful of any stream) are forwarded without JSON.parse.
+ * events (all but a handful of any stream) are forwarded without JSON.parse, and a chunk of
+ * nothing else goes out as the upstream's own Buffer (decision 0030).
  */
 export class MessagesStreamRelay extends SseStreamRelay {
   private readonly acc: AnthropicUsageAccumulator;
@@ -28,6 +33,10 @@ export class MessagesStreamRelay extends SseStreamRelay {
       this.completed = true;
     }
     this.emit(formatSse(event.event, event.data));
+  }
+
+  protected override unchangedEvents(chunk: Buffer): number {
+    return plainNamedEvents(chunk, READ);
   }
 
   protected finish(): void {

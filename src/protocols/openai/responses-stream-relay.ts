@@ -3,6 +3,7 @@
 
 import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
+import { plainNamedEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
 import type { SseEvent } from '../types.ts';
 import { readResponsesResponse } from './responses.ts';
@@ -20,6 +21,11 @@ export class ResponsesStreamRelay extends SseStreamRelay {
       if (isObject(parsed)) this.read(type, parsed);
     }
     this.emit(formatSse(event.event, event.data));
+  }
+
+  /** A chunk of named events, none of them a lifecycle event, goes out as it came (0030). */
+  protected override unchangedEvents(chunk: Buffer): number {
+    return plainNamedEvents(chunk, LIFECYCLE);
   }
 
   protected finish(): void {
@@ -45,14 +51,16 @@ export class ResponsesStreamRelay extends SseStreamRelay {
   }
 }
 
+const LIFECYCLE: ReadonlySet<string> = new Set([
+  'response.created',
+  'response.completed',
+  'response.incomplete',
+  'response.failed',
+  'error',
+]);
+
 function isLifecycle(type: string): boolean {
-  return (
-    type === 'response.created' ||
-    type === 'response.completed' ||
-    type === 'response.incomplete' ||
-    type === 'response.failed' ||
-    type === 'error'
-  );
+  return LIFECYCLE.has(type);
 }
 
 const TYPE_PREFIX = '{"type":"';
