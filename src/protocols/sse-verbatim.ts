@@ -1,17 +1,24 @@
 // Reads an upstream chunk of SSE events at the byte level, to tell whether a relay may write the
 // chunk itself instead of decoding, re-framing and re-encoding each event (decision 0030).
+//
+// One JavaScript pass over the bytes, with no native call: a first version made ~7
+// `Buffer#indexOf`/`compare` calls a chunk, 0.65-0.76 µs on a 200-byte chat chunk in a loop
+// against 0.23-0.24 for this one (and 2.8 µs a chunk in the paced profile, which inflates them).
 
 const LF = 10;
 const CR = 13;
 const SPACE = 32;
 const TAB = 9;
+const QUOTE = 34;
 const COLON = 58;
-const DATA = Buffer.from('data: ');
-const EVENT = Buffer.from('event: ');
-const DONE = Buffer.from('[DONE]');
-const USAGE = Buffer.from('"usage"');
-const ERROR = Buffer.from('"error"');
-const NULL = Buffer.from('null');
+const bytes = (text: string): Uint8Array => Uint8Array.from(Buffer.from(text, 'latin1'));
+const DATA = bytes('data: ');
+const EVENT = bytes('event: ');
+const DONE = bytes('[DONE]');
+/** What follows a `"` in the keys the chat relay must read: `"usage"` (unless null), `"error"`. */
+const USAGE_KEY = bytes('usage"');
+const ERROR_KEY = bytes('error"');
+const NULL = bytes('null');
 
 /**
  * The number of events in `chunk` when it is nothing but whole events of the one shape the chat
@@ -20,15 +27,7 @@ const NULL = Buffer.from('null');
  * the event-by-event path. It is stricter than that path's own test, never looser: it counts only
  * chunks that path would also have written byte for byte as they came.
  */
-export function plainChatEvents(chunk: Buffer): number {
-  const n = chunk.length;
-  if (n < 8 || chunk[n - 1] !== LF || chunk[n - 2] !== LF) return -1;
-  if (chunk.indexOf(CR) !== -1 || chunk.indexOf(ERROR) !== -1) return -1;
-  let at = chunk.indexOf(USAGE);
-  while (at !== -1) {
-    if (!isNullValue(chunk, at + USAGE.length)) return -1;
-    at = chunk.indexOf(USAGE, at + USAGE.length);
-  }
+export function plainChatEvents(chunk: Uint8Array): number {
   return wholeEvents(chunk, null);
 }
 
@@ -37,60 +36,79 @@ export function plainChatEvents(chunk: Buffer): number {
  * of events when `chunk` is nothing but whole `event: <name>\ndata: <one line>\n\n` events, no
  * `\r`, and no name in `mustRead`; otherwise -1.
  */
-export function plainNamedEvents(chunk: Buffer, mustRead: ReadonlySet<string>): number {
-  const n = chunk.length;
-  if (n < 8 || chunk[n - 1] !== LF || chunk[n - 2] !== LF || chunk.indexOf(CR) !== -1) return -1;
+export function plainNamedEvents(chunk: Uint8Array, mustRead: readonly Uint8Array[]): number {
   return wholeEvents(chunk, mustRead);
 }
 
+/** An event name as the bytes plainNamedEvents compares. */
+export function eventName(name: string): Uint8Array {
+  return bytes(name);
+}
+
 /**
- * Counts the events of a chunk that ends on a blank line, each `data: <line>\n\n` (names null)
- * or `event: <name>\ndata: <line>\n\n` with a name not in `names`; -1 at anything else: another
- * field, a second data line, a missing space, an empty name, `[DONE]`.
+ * Counts the events of a chunk that ends on a blank line: with `mustRead` null, each one is
+ * `data: <line>\n\n` whose line is not `[DONE]`, has no `"error"` and no `"usage"` but a null
+ * one (the chat relay's test); otherwise each is `event: <name>\ndata: <line>\n\n` with a name not
+ * in `mustRead`. -1 at anything else: `\r`, another field, a second data line, a missing space,
+ * an empty name.
  */
-function wholeEvents(chunk: Buffer, names: ReadonlySet<string> | null): number {
+function wholeEvents(chunk: Uint8Array, mustRead: readonly Uint8Array[] | null): number {
   const n = chunk.length;
+  if (n < 8 || chunk[n - 1] !== LF || chunk[n - 2] !== LF) return -1;
   let events = 0;
   let pos = 0;
   while (pos < n) {
-    if (names !== null) {
-      if (!startsWith(chunk, EVENT, pos)) return -1;
+    if (mustRead !== null) {
+      if (!at(chunk, pos, EVENT)) return -1;
       const nameStart = pos + EVENT.length;
-      const nameEnd = chunk.indexOf(LF, nameStart);
-      if (nameEnd <= nameStart || names.has(chunk.toString('latin1', nameStart, nameEnd)))
-        return -1;
+      let nameEnd = nameStart;
+      while (nameEnd < n && chunk[nameEnd] !== LF) {
+        if (chunk[nameEnd] === CR) return -1;
+        nameEnd++;
+      }
+      if (nameEnd === nameStart || nameEnd === n) return -1;
+      for (const name of mustRead) {
+        if (name.length === nameEnd - nameStart && at(chunk, nameStart, name)) return -1;
+      }
       pos = nameEnd + 1;
     }
-    if (!startsWith(chunk, DATA, pos)) return -1;
+    if (!at(chunk, pos, DATA)) return -1;
     const start = pos + DATA.length;
-    const lf = chunk.indexOf(LF, start);
-    // A second line (another data: line, an id: field) or a missing blank line: -1.
-    if (lf === -1 || chunk[lf + 1] !== LF) return -1;
-    if (lf - start === DONE.length && chunk.compare(DONE, 0, DONE.length, start, lf) === 0) {
-      return -1;
+    let i = start;
+    for (; i < n; i++) {
+      const c = chunk[i]!;
+      if (c === LF) break;
+      if (c === CR) return -1;
+      if (c === QUOTE && mustRead === null) {
+        if (at(chunk, i + 1, ERROR_KEY)) return -1;
+        if (at(chunk, i + 1, USAGE_KEY) && !nullAfter(chunk, i + 1 + USAGE_KEY.length)) return -1;
+      }
     }
+    // No line end, or a second line (another data: line, an id: field) before the blank line.
+    if (i >= n - 1 || chunk[i + 1] !== LF) return -1;
+    if (mustRead === null && i - start === DONE.length && at(chunk, start, DONE)) return -1;
     events++;
-    pos = lf + 2;
+    pos = i + 2;
   }
   return events;
 }
 
-function startsWith(chunk: Buffer, prefix: Buffer, at: number): boolean {
-  const end = at + prefix.length;
-  return end <= chunk.length && chunk.compare(prefix, 0, prefix.length, at, end) === 0;
+/** `chunk` holds `prefix` at `from`. */
+function at(chunk: Uint8Array, from: number, prefix: Uint8Array): boolean {
+  if (from + prefix.length > chunk.length) return false;
+  for (let k = 0; k < prefix.length; k++) if (chunk[from + k] !== prefix[k]) return false;
+  return true;
 }
 
 /** `chunk` at `from` reads `\s*:\s*null` (spaces and tabs only). */
-function isNullValue(chunk: Buffer, from: number): boolean {
+function nullAfter(chunk: Uint8Array, from: number): boolean {
   let i = skipBlanks(chunk, from);
   if (chunk[i] !== COLON) return false;
   i = skipBlanks(chunk, i + 1);
-  return (
-    i + NULL.length <= chunk.length && chunk.compare(NULL, 0, NULL.length, i, i + NULL.length) === 0
-  );
+  return at(chunk, i, NULL);
 }
 
-function skipBlanks(chunk: Buffer, from: number): number {
+function skipBlanks(chunk: Uint8Array, from: number): number {
   let i = from;
   while (chunk[i] === SPACE || chunk[i] === TAB) i++;
   return i;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { MessagesStreamRelay } from '../../src/protocols/anthropic/messages-stream-relay.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
 import { ResponsesStreamRelay } from '../../src/protocols/openai/responses-stream-relay.ts';
-import { plainChatEvents, plainNamedEvents } from '../../src/protocols/sse-verbatim.ts';
+import { eventName, plainChatEvents, plainNamedEvents } from '../../src/protocols/sse-verbatim.ts';
 import type { StreamRelay } from '../../src/protocols/stream-relay.ts';
 
 const chunk = (content: string, extra = ''): string =>
@@ -305,9 +305,13 @@ describe('messages and responses relays: chunks passed on as they came', () => {
 });
 
 describe('plainNamedEvents', () => {
-  const read = new Set(['message_start', 'error']);
+  const read = ['message_start', 'error'].map(eventName);
   it('counts whole named one-line events whose names need no reading', () => {
     expect(plainNamedEvents(Buffer.from(delta('a') + ev('ping', {})), read)).toBe(2);
+    // A name is refused whole, not by its prefix.
+    expect(plainNamedEvents(Buffer.from(ev('errors', {}) + ev('message_starts', {})), read)).toBe(
+      2,
+    );
   });
   it('refuses unnamed, misnamed, multi-line or partial events, and names it must read', () => {
     for (const text of [
@@ -320,6 +324,9 @@ describe('plainNamedEvents', () => {
       'event: ping\r\ndata: {}\r\n\r\n',
       delta('a').slice(0, -1),
       'event: ping\nid: 3\ndata: {}\n\n',
+      'event: pi\rng\ndata: {}\n\n',
+      'event: ping\n\n',
+      'event: ping\ndata: {}\nx\n\n',
     ]) {
       expect(plainNamedEvents(Buffer.from(text), read), JSON.stringify(text)).toBe(-1);
     }
@@ -349,6 +356,8 @@ describe('plainChatEvents', () => {
       'data:{"a":1}\n\n',
       ': keep-alive\n\n',
       '\n\n',
+      'data: {"x":"y","usage"\n\n', // a key cut at the line's end
+      'data: {"usage" :  \tnul}\n\n',
     ]) {
       expect(plainChatEvents(b(text)), JSON.stringify(text)).toBe(-1);
     }

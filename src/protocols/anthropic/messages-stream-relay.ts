@@ -3,13 +3,13 @@
 
 import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
-import { plainNamedEvents } from '../sse-verbatim.ts';
+import { eventName, plainNamedEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
 import type { SseEvent } from '../types.ts';
 import { AnthropicUsageAccumulator } from './usage-accumulator.ts';
 
 /** The events this relay reads; every other one is written back as it came. */
-const READ = new Set(['message_start', 'message_delta', 'message_stop', 'error']);
+const READ = ['message_start', 'message_delta', 'message_stop', 'error'].map(eventName);
 
 /**
  * Only message_start, message_delta, message_stop and error are parsed; content_block_delta

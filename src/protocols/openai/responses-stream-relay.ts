@@ -3,7 +3,7 @@
 
 import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
-import { plainNamedEvents } from '../sse-verbatim.ts';
+import { eventName, plainNamedEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
 import type { SseEvent } from '../types.ts';
 import { readResponsesResponse } from './responses.ts';
@@ -25,7 +25,7 @@ export class ResponsesStreamRelay extends SseStreamRelay {
 
   /** A chunk of named events, none of them a lifecycle event, goes out as it came (0030). */
   protected override unchangedEvents(chunk: Buffer): number {
-    return plainNamedEvents(chunk, LIFECYCLE);
+    return plainNamedEvents(chunk, LIFECYCLE_NAMES);
   }
 
   protected finish(): void {
@@ -58,6 +58,8 @@ const LIFECYCLE: ReadonlySet<string> = new Set([
   'response.failed',
   'error',
 ]);
+
+const LIFECYCLE_NAMES = [...LIFECYCLE].map(eventName);
 
 function isLifecycle(type: string): boolean {
   return LIFECYCLE.has(type);
