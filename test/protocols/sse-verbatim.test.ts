@@ -15,7 +15,13 @@ const USAGE =
 const DONE = 'data: [DONE]\n\n';
 
 /** Streams the relay must treat alike on both paths; each is a list of upstream events. */
-const STREAMS: Record<string, string[]> = {
+/** Upstream events: text, or bytes where the test needs invalid UTF-8. */
+type Events = (string | Buffer)[];
+const BAD_UTF8 = Buffer.from([0xff, 0xc3, 0x28, 0xed, 0xa0, 0x80]);
+const withBytes = (before: string, bytes: Buffer, after: string): Buffer =>
+  Buffer.concat([Buffer.from(before), bytes, Buffer.from(after)]);
+
+const STREAMS: Record<string, Events> = {
   'OpenAI with include_usage': [
     chunk(''),
     chunk('héllo'),
@@ -59,6 +65,21 @@ const STREAMS: Record<string, string[]> = {
     DONE,
   ],
   'events after [DONE]': [chunk('a'), DONE, chunk('late')],
+  // The event-by-event path writes U+FFFD for invalid bytes: such a chunk must take it.
+  'invalid UTF-8 in a chunk': [
+    chunk('a'),
+    withBytes('data: {"c":"', BAD_UTF8, '"}\n\n'),
+    chunk('b'),
+    USAGE,
+    DONE,
+  ],
+  'an empty data event': [chunk('a'), 'data: \n\n', chunk('b'), USAGE, DONE],
+  'a first event that is not JSON': ['data: hello\n\n', chunk('a'), chunk('b'), USAGE, DONE],
+  'a usage object beside a nested null one': [
+    chunk('a'),
+    'data: {"id":"c1","choices":[],"x":{"usage":null},"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n',
+    DONE,
+  ],
   'no [DONE] at the end': [chunk('a'), chunk('b'), USAGE],
 };
 
@@ -70,7 +91,7 @@ const delta = (text: string): string =>
     index: 0,
     delta: { type: 'text_delta', text },
   });
-const MESSAGES: Record<string, string[]> = {
+const MESSAGES: Record<string, Events> = {
   'a whole stream': [
     ev('message_start', {
       type: 'message_start',
@@ -110,6 +131,20 @@ const MESSAGES: Record<string, string[]> = {
     delta('e'),
     ev('error', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
   ],
+  'invalid UTF-8 in a delta': [
+    ev('message_start', {
+      type: 'message_start',
+      message: { id: 'msg_3', model: 'claude-x', usage: { input_tokens: 5, output_tokens: 1 } },
+    }),
+    delta('a'),
+    withBytes(
+      'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"',
+      BAD_UTF8,
+      '"}}\n\n',
+    ),
+    delta('b'),
+    ev('message_stop', { type: 'message_stop' }),
+  ],
 };
 const rdelta = (text: string): string =>
   ev('response.output_text.delta', {
@@ -127,7 +162,7 @@ const resp = (status: string, usage: object | null): object => ({
   output: [],
   usage,
 });
-const RESPONSES: Record<string, string[]> = {
+const RESPONSES: Record<string, Events> = {
   'a whole stream': [
     ev('response.created', { type: 'response.created', response: resp('in_progress', null) }),
     ev('response.output_item.added', {
@@ -153,6 +188,18 @@ const RESPONSES: Record<string, string[]> = {
       }),
     }),
   ],
+  'a name that disagrees with its type': [
+    ev('response.created', { type: 'response.created', response: resp('in_progress', null) }),
+    ev('response.output_text.delta', {
+      type: 'response.completed',
+      response: resp('completed', null),
+    }),
+    rdelta('a'),
+    ev('response.completed', {
+      type: 'response.completed',
+      response: resp('completed', { input_tokens: 3, output_tokens: 1, total_tokens: 4 }),
+    }),
+  ],
   'no event lines, then a failure': [
     ev('response.created', { type: 'response.created', response: resp('in_progress', null) }),
     rdelta('a'),
@@ -163,7 +210,9 @@ const RESPONSES: Record<string, string[]> = {
 };
 
 interface Seen {
-  out: string;
+  /** The bytes the client gets: text is written as UTF-8, as node writes it. */
+  out: Buffer;
+  firstContent: boolean;
   unchanged: number;
   usage: unknown;
   events: number;
@@ -175,17 +224,27 @@ interface Seen {
 
 /** Feeds `pieces`, as Buffers (undici's chunks) or as plain Uint8Arrays (never passed as they are). */
 function run(pieces: Uint8Array[], relay: StreamRelay, buffers: boolean): Seen {
-  let out = '';
+  const out: Buffer[] = [];
   let unchanged = 0;
   for (const piece of pieces) {
     const input = buffers ? Buffer.from(piece) : new Uint8Array(piece);
     const got = relay.push(input);
     if (got === input) unchanged++;
-    out += typeof got === 'string' ? got : got.toString('utf8');
+    out.push(typeof got === 'string' ? Buffer.from(got) : got);
   }
-  out += relay.end();
+  out.push(Buffer.from(relay.end()));
   const { usage, events, completed, errorMessage, upstreamId, upstreamModel } = relay;
-  return { out, unchanged, usage, events, completed, errorMessage, upstreamId, upstreamModel };
+  return {
+    out: Buffer.concat(out),
+    firstContent: relay.firstContentAt !== null,
+    unchanged,
+    usage,
+    events,
+    completed,
+    errorMessage,
+    upstreamId,
+    upstreamModel,
+  };
 }
 
 function cutAt(bytes: Buffer, cuts: number[]): Uint8Array[] {
@@ -199,12 +258,13 @@ function cutAt(bytes: Buffer, cuts: number[]): Uint8Array[] {
 }
 
 /** Every way to cut `events` that matters: per event, none, every single cut, every line, random. */
-function cutWays(events: string[]): { bytes: Buffer; ways: number[][] } {
-  const bytes = Buffer.from(events.join(''));
+function cutWays(events: Events): { bytes: Buffer; ways: number[][] } {
+  const bytes = Buffer.concat(events.map((e) => (typeof e === 'string' ? Buffer.from(e) : e)));
   // One piece per event (how upstreams write), every single cut, and random cut sets.
   const boundaries: number[] = [];
   let at = 0;
-  for (const e of events.slice(0, -1)) boundaries.push((at += Buffer.byteLength(e)));
+  for (const e of events.slice(0, -1))
+    boundaries.push((at += typeof e === 'string' ? Buffer.byteLength(e) : e.length));
   const ways: number[][] = [
     boundaries,
     [],
@@ -229,7 +289,7 @@ function cutWays(events: string[]): { bytes: Buffer; ways: number[][] } {
 }
 
 /** Both paths agree at every cut; returns how many chunks went out as they came, per event. */
-function sameAtEveryCut(events: string[], make: () => StreamRelay): number {
+function sameAtEveryCut(events: Events, make: () => StreamRelay): number {
   const { bytes, ways } = cutWays(events);
   let perEvent = -1;
   for (const cuts of ways) {
@@ -261,8 +321,22 @@ describe('chat stream relay: chunks passed on as they came', () => {
     );
     // The first event is parsed (id, model); the usage chunk and [DONE] are read.
     expect(seen.unchanged).toBe(events.length - 3);
-    expect(seen.out).toBe(events.join(''));
+    expect(seen.out.toString()).toBe(events.join(''));
     expect(seen.usage).toMatchObject({ inputTokens: 7, cacheHitTokens: 2, outputTokens: 4 });
+  });
+});
+
+describe('chat stream relay: usage beside a nested "usage": null', () => {
+  it('is read and billed, on both paths', () => {
+    for (const buffers of [true, false]) {
+      const events = STREAMS['a usage object beside a nested null one']!;
+      const seen = run(
+        events.map((e) => Buffer.from(e)),
+        new ChatStreamRelay(true),
+        buffers,
+      );
+      expect(seen.usage).toMatchObject({ inputTokens: 5, outputTokens: 2 });
+    }
   });
 });
 

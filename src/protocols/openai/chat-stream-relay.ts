@@ -9,12 +9,26 @@ import type { SseEvent } from '../types.ts';
 import { usageFromOpenAiChat } from '../usage.ts';
 
 const DONE = 'data: [DONE]\n\n';
-const USAGE_NULL = /"usage"\s*:\s*null/;
+/** Each `"usage"` key, with `: null` after it captured when it is there. */
+const USAGE_KEY = /"usage"(\s*:\s*null)?/g;
+
+/**
+ * The event has a `"usage"` that is not `"usage": null`. Every occurrence counts: testing for one
+ * `"usage":null` anywhere in the event missed a usage object beside a nested null one.
+ */
+function mayCarryUsage(data: string): boolean {
+  if (!data.includes('"usage"')) return false;
+  USAGE_KEY.lastIndex = 0;
+  for (let m = USAGE_KEY.exec(data); m !== null; m = USAGE_KEY.exec(data)) {
+    if (m[1] === undefined) return true;
+  }
+  return false;
+}
 
 /**
  * Each event's data is forwarded byte for byte (only the framing is rewritten as
  * `data: …\n\n`). A chunk is JSON-parsed only when it is the first (for id and model), when it
- * may carry a usage object (contains `"usage"` but not `"usage":null`), or an error: with
+ * may carry a usage object (a `"usage"` that is not `"usage":null`), or an error: with
  * include_usage every OpenAI chunk carries `"usage":null`, so a 1,000-chunk stream parses 2.
  */
 export class ChatStreamRelay extends SseStreamRelay {
@@ -36,8 +50,7 @@ export class ChatStreamRelay extends SseStreamRelay {
       this.emit(DONE);
       return;
     }
-    const mayCarryUsage = data.includes('"usage"') && !USAGE_NULL.test(data);
-    if (this.upstreamId === null || mayCarryUsage || data.includes('"error"')) {
+    if (this.upstreamId === null || mayCarryUsage(data) || data.includes('"error"')) {
       const chunk = parseJson(data);
       if (isObject(chunk)) {
         if (this.upstreamId === null) {
