@@ -75,7 +75,8 @@ function cpuPerStream(
     const pid = pids[side];
     const from = before[side];
     const to = pid === undefined ? null : cpuOf(pid);
-    if (to === null || from === undefined || from === null || results[side].streams === 0) return '';
+    if (to === null || from === undefined || from === null || results[side].streams === 0)
+      return '';
     const n = results[side].streams;
     return `  cpu/stream main ${Math.round((to.main - from.main) / n)} µs, all threads ${Math.round((to.all - from.all) / n)} µs`;
   });
