@@ -145,11 +145,14 @@ try {
       between,
     });
   const pids: Partial<Record<Side, number>> = { proxy: proxy.pid, base: base.pid, this: mine.pid };
-  const cpuNow = (): Partial<Record<Side, Cpu | null>> => ({
-    proxy: cpuOf(proxy.pid),
-    base: cpuOf(base.pid),
-    this: cpuOf(mine.pid),
-  });
+  const cpuNow = (): Partial<Record<Side, Cpu | null>> => {
+    const now: Partial<Record<Side, Cpu | null>> = {};
+    for (const side of SIDES) {
+      const pid = pids[side];
+      if (pid !== undefined) now[side] = cpuOf(pid);
+    }
+    return now;
+  };
   await backToBack(P.warmup);
   let before = cpuNow();
   const b2b = await backToBack(P.turns);
