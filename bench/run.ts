@@ -276,7 +276,6 @@ async function main(): Promise<void> {
       slowChannels: SLOW_CHANNELS,
     });
     const proxyArgs: ProxyArgs = { upstream: upstream.url, key: upstream.key };
-    const profileDir = join(outFile !== null ? dirname(outFile) : resultsDir, `profile-${stamp}`);
     const started = await Promise.all([
       startChild('proxy', 'proxy', proxyArgs),
       startChild('gateway', 'gateway', gatewayArgs(null, null), GATEWAY_NODE_FLAGS, GATEWAY_ENV),
@@ -526,6 +525,7 @@ async function main(): Promise<void> {
     // landed on every earlier section when it started with the others (decision 0008, session
     // 15 addendum). --cpu-prof writes the profile at exit; only the load window is summarised.
     log('cpu profile of the gateway under load');
+    const profileDir = join(outFile !== null ? dirname(outFile) : resultsDir, `profile-${stamp}`);
     const profiled = await startChild(
       'profiled',
       'gateway',

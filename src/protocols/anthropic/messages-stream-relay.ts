@@ -9,7 +9,13 @@ import type { SseEvent } from '../types.ts';
 import { AnthropicUsageAccumulator } from './usage-accumulator.ts';
 
 /** The events this relay reads; every other one is written back as it came. */
-const READ = ['message_start', 'message_delta', 'message_stop', 'error'].map(eventName);
+const READ_TYPES: ReadonlySet<string> = new Set([
+  'message_start',
+  'message_delta',
+  'message_stop',
+  'error',
+]);
+const READ_NAMES = [...READ_TYPES].map(eventName);
 
 /**
  * Only message_start, message_delta, message_stop and error are parsed; content_block_delta
@@ -26,17 +32,17 @@ export class MessagesStreamRelay extends SseStreamRelay {
 
   protected onEvent(event: SseEvent): void {
     const type = event.event;
-    if (type === 'message_start' || type === 'message_delta' || type === 'error') {
+    if (type === 'message_stop') {
+      this.completed = true;
+    } else if (type !== null && READ_TYPES.has(type)) {
       const payload = parseJson(event.data);
       if (isObject(payload)) this.read(type, payload);
-    } else if (type === 'message_stop') {
-      this.completed = true;
     }
     this.emit(formatSse(event.event, event.data));
   }
 
   protected override unchangedEvents(chunk: Buffer): number {
-    return plainNamedEvents(chunk, READ);
+    return plainNamedEvents(chunk, READ_NAMES);
   }
 
   protected finish(): void {
