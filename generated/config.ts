@@ -104,6 +104,10 @@ export interface GatewaySettings {
      */
     url?: string;
     on_unreachable?: 'fail_open' | 'fail_closed';
+    /**
+     * How long a block of RPM hits or capacity slots, reserved in one Redis call for a hot bucket or channel, may be handed out by this process (decision 0031). 0: every request is its own Redis call.
+     */
+    lease_ms?: number;
   };
   telemetry?: {
     exporter?: 'none' | 'otlp';

@@ -95,6 +95,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     createLimiter({
       redisUrl: g.redis.url,
       onUnreachable: g.redis.onUnreachable,
+      leaseMs: g.redis.leaseMs,
       onStateChange: (state, error) => {
         telemetry.metrics.limiterDegraded(state === 'degraded');
         if (state === 'degraded')

@@ -217,6 +217,7 @@ function compileGateway(c: Compiler, item: Item<GatewaySettings> | null): Gatewa
     redis: {
       url: orNull(c.str(it, '/redis/url', g.redis?.url, true)),
       onUnreachable: g.redis?.on_unreachable ?? 'fail_open',
+      leaseMs: g.redis?.lease_ms ?? 100,
     },
     telemetry: {
       exporter: g.telemetry?.exporter ?? 'none',

@@ -17,6 +17,8 @@ export type CreateLimiterOptions = RedisClientOptions & {
   keyPrefix?: string;
   /** RPM window, default 60,000 ms (tests shorten it). */
   windowMs?: number;
+  /** Redis only: how long a block of hits or slots may be handed out locally (0: none). */
+  leaseMs?: number;
 };
 
 /** The memory limiter never degrades: its state is always 'ok'. */
@@ -34,6 +36,7 @@ export function createLimiter(options: CreateLimiterOptions): GatewayLimiter {
     keyPrefix: options.keyPrefix ?? 'switchyard:',
     windowMs,
     ownsClient: true,
+    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
   });
   return new ResilientLimiter({
     redis,

@@ -12,6 +12,8 @@ import type {
   SlotRequest,
   StrikeRule,
 } from './limiter.ts';
+import { BucketGrants, ChannelGrants } from './local-grants.ts';
+import type { SlotBlock } from './local-grants.ts';
 import { withLimiterCommands } from './redis-scripts.ts';
 import type { LimiterCommands } from './redis-scripts.ts';
 
@@ -29,6 +31,21 @@ export type RedisLimiterOptions = {
    * within this time. 0 turns the mirror off: every check is an HMGET.
    */
   blacklistSyncMs?: number;
+  /**
+   * How long a block of RPM hits or capacity slots, reserved in one call for a hot bucket or
+   * channel, may be handed out by this process (decision 0031). 0: every hit and slot is its own
+   * call. Default 100.
+   */
+  leaseMs?: number;
+};
+
+/** The RPM part of a call that asked for none (acquireSlot). */
+const NO_RPM: RpmResult = {
+  allowed: true,
+  limit: 0,
+  remaining: 0,
+  resetMs: 0,
+  retryAfterSeconds: 0,
 };
 
 /**
@@ -65,6 +82,16 @@ export class RedisLimiter implements Limiter {
   private readonly syncMs: number;
   private readonly mirror: BlacklistMirror;
   private closed = false;
+  private readonly leaseMs: number;
+  private readonly buckets: Map<string, BucketGrants>;
+  private readonly channels: Map<string, ChannelGrants>;
+  /** Leases lent from a block, to that block; null once released (a second release is a no-op). */
+  private readonly lent: WeakMap<SlotLease, SlotBlock | null>;
+  /** Members to remove, by key: blocks' unused hits and slots, lent slots whose block ended. */
+  private readonly returns: Map<string, string[]>;
+  private sweepTimer: NodeJS.Timeout | null;
+  /** Script calls for hits and slots, and hits admitted and slots lent from blocks. */
+  readonly counts: { calls: number; blockHits: number; lentSlots: number };
 
   constructor(options: RedisLimiterOptions) {
     this.client = withLimiterCommands(options.client);
@@ -74,6 +101,13 @@ export class RedisLimiter implements Limiter {
     this.tag = `${randomBytes(6).toString('base64url')}:`;
     this.counter = 0;
     this.syncMs = options.blacklistSyncMs ?? 250;
+    this.leaseMs = options.leaseMs ?? 100;
+    this.buckets = new Map();
+    this.channels = new Map();
+    this.lent = new WeakMap();
+    this.returns = new Map();
+    this.sweepTimer = null;
+    this.counts = { calls: 0, blockHits: 0, lentSlots: 0 };
     this.mirror = {
       entries: new Map(),
       version: null,
@@ -86,64 +120,245 @@ export class RedisLimiter implements Limiter {
   }
 
   async hitRpm(bucket: string, limit: number): Promise<RpmResult> {
-    const reply = await this.client.syHitRpm(
-      this.prefix + bucket,
-      limit,
-      this.windowMs,
-      this.unique(),
-    );
-    const [allowed, remaining, resetMs] = triple(reply);
-    return {
-      allowed: allowed === 1,
-      limit,
-      remaining,
-      resetMs,
-      retryAfterSeconds: allowed === 1 ? 0 : retryAfterSeconds(resetMs),
-    };
+    return (await this.take(bucket, limit, null)).rpm;
   }
 
-  async hitRpmAndAcquire(
-    bucket: string,
-    limit: number,
-    slot: SlotRequest | null,
-  ): Promise<RpmAndSlot> {
-    const token = this.unique();
-    const reply = await this.client.syHitRpmAcquire(
-      this.prefix + bucket,
-      // No slot asked: the script never reads KEYS[2]; the bucket key stands in.
-      slot === null ? this.prefix + bucket : this.slotKey(slot.channelId),
-      limit,
-      this.windowMs,
-      this.unique(),
-      slot === null ? -1 : slot.capacity,
-      slot === null ? 0 : slot.ttlMs,
-      token,
-    );
-    if (!Array.isArray(reply) || reply.length !== 4) throw unexpected(reply);
-    const [allowed, remaining, resetMs] = triple(reply.slice(0, 3));
-    const expiresAtMs = integer(reply[3]);
-    const rpm: RpmResult = {
-      allowed: allowed === 1,
-      limit,
-      remaining,
-      resetMs,
-      retryAfterSeconds: allowed === 1 ? 0 : retryAfterSeconds(resetMs),
-    };
-    if (slot === null || expiresAtMs === -2) return { rpm, slot: 'none' };
-    if (expiresAtMs === -1) return { rpm, slot: 'full' };
-    return { rpm, slot: { channelId: slot.channelId, token, expiresAtMs } };
+  hitRpmAndAcquire(bucket: string, limit: number, slot: SlotRequest | null): Promise<RpmAndSlot> {
+    return this.take(bucket, limit, slot);
   }
 
   async acquireSlot(channelId: string, capacity: number, ttlMs: number): Promise<SlotLease | null> {
-    const token = this.unique();
-    const reply = await this.client.syAcquireSlot(this.slotKey(channelId), capacity, ttlMs, token);
-    const expiresAtMs = integer(reply);
-    return expiresAtMs < 0 ? null : { channelId, token, expiresAtMs };
+    const { slot } = await this.take(null, 0, { channelId, capacity, ttlMs });
+    return typeof slot === 'object' ? slot : null;
+  }
+
+  /**
+   * The RPM hit (bucket null: none) and the slot (null: none) of one request. Each comes from a
+   * block this process holds when it can, else waits for a block request in flight, else goes to
+   * Redis; when both must go, they go in one script call.
+   */
+  private async take(
+    bucket: string | null,
+    limit: number,
+    slot: SlotRequest | null,
+  ): Promise<RpmAndSlot> {
+    let now = performance.now();
+    const leasing = this.leaseMs > 0;
+    const b = leasing && bucket !== null ? this.bucketGrants(bucket, now) : null;
+    const c = leasing && slot !== null ? this.channelGrants(slot.channelId, now) : null;
+    let rpm: RpmResult | null = bucket === null ? NO_RPM : null;
+    if (b !== null && bucket !== null) {
+      for (;;) {
+        rpm = this.hitLocally(bucket, b, limit, now);
+        if (rpm !== null || b.pending === null) break;
+        await b.pending.catch(() => undefined);
+        now = performance.now();
+      }
+    }
+    if (rpm !== null) {
+      if (slot === null) return { rpm, slot: 'none' };
+      if (c !== null) {
+        for (;;) {
+          const lease = this.lendLocally(c, slot, now);
+          if (lease !== null) return { rpm, slot: lease };
+          if (c.pending === null) break;
+          await c.pending.catch(() => undefined);
+          now = performance.now();
+        }
+      }
+      const { slot: taken } = await this.remote(null, 0, null, slot, c, now);
+      return { rpm, slot: taken };
+    }
+    // The hit needs Redis. A slot this process can lend goes with it, else the script takes one.
+    const lent = c !== null && slot !== null ? this.lendLocally(c, slot, now) : null;
+    if (lent === null) return this.remote(bucket, limit, b, slot, c, now);
+    let result: RpmAndSlot;
+    try {
+      result = await this.remote(bucket, limit, b, null, null, now);
+    } catch (err) {
+      this.releaseLent(lent);
+      throw err;
+    }
+    if (result.rpm.allowed) return { rpm: result.rpm, slot: lent };
+    this.releaseLent(lent);
+    return result;
+  }
+
+  /** One script call: the hit (bucket null: none) and the slot (null: none), blocks as wanted. */
+  private async remote(
+    bucket: string | null,
+    limit: number,
+    b: BucketGrants | null,
+    slot: SlotRequest | null,
+    c: ChannelGrants | null,
+    sentAt: number,
+  ): Promise<RpmAndSlot> {
+    // A call that finds a block request in flight and no block asks for itself alone.
+    const rpmWant = bucket === null ? 0 : b !== null && b.pending === null ? b.want(sentAt) : 1;
+    const slotWant = slot === null ? 0 : c !== null && c.pending === null ? c.want(sentAt) : 1;
+    const rpmC0 = this.reserve(rpmWant);
+    const slotC0 = this.reserve(slotWant);
+    const bucketKey = bucket === null ? null : this.prefix + bucket;
+    const slotKey = slot === null ? null : this.slotKey(slot.channelId);
+    this.counts.calls++;
+    const call = this.client.syHitAndTake(
+      // A key the script does not read stands in for the other.
+      bucketKey ?? slotKey ?? '',
+      slotKey ?? bucketKey ?? '',
+      bucket === null ? -1 : limit,
+      this.windowMs,
+      rpmWant,
+      this.tag,
+      rpmC0,
+      this.leaseMs,
+      slot === null ? -1 : slot.capacity,
+      slot === null ? 0 : slot.ttlMs,
+      slotWant,
+      slotC0,
+    );
+    if (b !== null && rpmWant > 1) b.pending = call;
+    if (c !== null && slotWant > 1) c.pending = call;
+    let reply: unknown;
+    try {
+      reply = await call;
+    } catch (err) {
+      // Waiters go to Redis (or the fallback) alone rather than queue behind another block.
+      if (b !== null && rpmWant > 1) b.exactUntil = performance.now() + this.leaseMs;
+      if (c !== null && slotWant > 1) c.exactUntil = performance.now() + this.leaseMs;
+      throw err;
+    } finally {
+      if (b !== null && b.pending === call) b.pending = null;
+      if (c !== null && c.pending === call) c.pending = null;
+    }
+    if (!Array.isArray(reply) || reply.length !== 6) throw unexpected(reply);
+    const [allowed, remaining, resetMs, rpmGrant, expiresAtMs, slotGrant] = reply.map(integer) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
+    const rpm: RpmResult =
+      bucket === null
+        ? NO_RPM
+        : {
+            allowed: allowed === 1,
+            limit,
+            // The block's other hits are this process's to admit: not taken yet.
+            remaining: remaining + Math.max(0, rpmGrant - 1),
+            resetMs,
+            retryAfterSeconds: allowed === 1 ? 0 : retryAfterSeconds(resetMs),
+          };
+    if (b !== null && bucket !== null && rpmWant > 1) {
+      if (rpmGrant > 1) {
+        this.retireRpmBlock(bucket, b);
+        b.block = {
+          limit,
+          next: rpmC0 + 1,
+          end: rpmC0 + rpmGrant,
+          usableUntil: sentAt + this.leaseMs,
+          remainingAtGrant: remaining,
+          resetAt: sentAt + resetMs,
+        };
+        this.startSweep();
+      } else {
+        b.exactUntil = performance.now() + this.leaseMs;
+      }
+    }
+    if (slot === null || expiresAtMs === -2) return { rpm, slot: 'none' };
+    if (c !== null && slotWant > 1 && slotGrant <= 1)
+      c.exactUntil = performance.now() + this.leaseMs;
+    if (expiresAtMs === -1) return { rpm, slot: 'full' };
+    const lease: SlotLease = {
+      channelId: slot.channelId,
+      token: this.tag + String(slotC0),
+      expiresAtMs,
+    };
+    if (c !== null) {
+      c.inUse++;
+      if (slotGrant > 1) {
+        const free: string[] = [];
+        for (let i = slotGrant - 1; i >= 1; i--) free.push(this.tag + String(slotC0 + i));
+        const block: SlotBlock = {
+          capacity: slot.capacity,
+          ttlMs: slot.ttlMs,
+          free,
+          usableUntil: sentAt + this.leaseMs,
+          expiresAtMs,
+        };
+        c.blocks.push(block);
+        this.lent.set(lease, block);
+        this.startSweep();
+      }
+    }
+    return { rpm, slot: lease };
+  }
+
+  /** A hit from the bucket's block, or null (no usable block: it ended or the limit changed). */
+  private hitLocally(
+    bucket: string,
+    b: BucketGrants,
+    limit: number,
+    now: number,
+  ): RpmResult | null {
+    const block = b.block;
+    if (block === null) return null;
+    if (now >= block.usableUntil || block.limit !== limit || block.next >= block.end) {
+      this.retireRpmBlock(bucket, b);
+      return null;
+    }
+    block.next++;
+    this.counts.blockHits++;
+    return {
+      allowed: true,
+      limit,
+      remaining: block.remainingAtGrant + (block.end - block.next),
+      resetMs: Math.max(0, Math.round(block.resetAt - now)),
+      retryAfterSeconds: 0,
+    };
+  }
+
+  /** A lease lent from one of the channel's blocks, or null. */
+  private lendLocally(c: ChannelGrants, slot: SlotRequest, now: number): SlotLease | null {
+    const got = c.lend(slot.capacity, slot.ttlMs, now);
+    if (got === null) return null;
+    c.inUse++;
+    this.counts.lentSlots++;
+    const lease: SlotLease = {
+      channelId: slot.channelId,
+      token: got.token,
+      expiresAtMs: got.block.expiresAtMs,
+    };
+    this.lent.set(lease, got.block);
+    return lease;
   }
 
   async releaseSlot(lease: SlotLease): Promise<void> {
+    const block = this.lent.get(lease);
+    if (block === null) return; // released already: its token may be lent to another request
+    if (block !== undefined) return this.releaseLent(lease);
+    const c = this.channels.get(lease.channelId);
+    if (c !== undefined && c.inUse > 0) c.inUse--;
     // ZREM of this lease's own token: one atomic command, idempotent, needs no clock.
     await this.client.zrem(this.slotKey(lease.channelId), lease.token);
+  }
+
+  /**
+   * A lent lease goes back to its block while the block still lends; after that its token is
+   * removed from Redis with the next sweep's batch (held until then, which errs on the safe side).
+   */
+  private releaseLent(lease: SlotLease): void {
+    const block = this.lent.get(lease);
+    if (block === undefined || block === null) return;
+    this.lent.set(lease, null);
+    const c = this.channels.get(lease.channelId);
+    if (c !== undefined && c.inUse > 0) c.inUse--;
+    if (c !== undefined && performance.now() < block.usableUntil && c.blocks.includes(block)) {
+      block.free.push(lease.token);
+    } else {
+      this.queueReturn(this.slotKey(lease.channelId), [lease.token]);
+    }
   }
 
   async renewSlot(lease: SlotLease, ttlMs: number): Promise<boolean> {
@@ -302,6 +517,15 @@ export class RedisLimiter implements Limiter {
     this.closed = true;
     if (this.mirror.timer !== null) clearInterval(this.mirror.timer);
     this.mirror.timer = null;
+    // Unused blocks go back now, so other processes need not wait for their hits and slots.
+    if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
+    for (const [bucket, b] of this.buckets) this.retireRpmBlock(bucket, b);
+    for (const [channelId, c] of this.channels) {
+      for (const block of c.blocks) this.queueReturn(this.slotKey(channelId), block.free);
+      c.blocks = [];
+    }
+    if (this.client.status === 'ready') await this.flushReturns();
     if (!this.ownsClient) return;
     if (this.client.status === 'ready') {
       await this.client.quit().catch(() => this.client.disconnect());
@@ -311,7 +535,102 @@ export class RedisLimiter implements Limiter {
   }
 
   private unique(): string {
-    return this.tag + (this.counter++).toString(36);
+    return this.tag + String(this.counter++);
+  }
+
+  /** Reserves `n` (at least 1) member counters; the scripts name members `${tag}${counter}`. */
+  private reserve(n: number): number {
+    const c0 = this.counter;
+    this.counter += Math.max(1, n);
+    return c0;
+  }
+
+  private bucketGrants(bucket: string, now: number): BucketGrants {
+    let b = this.buckets.get(bucket);
+    if (b === undefined) {
+      b = new BucketGrants();
+      this.buckets.set(bucket, b);
+      this.startSweep();
+    }
+    b.note(now, this.leaseMs);
+    return b;
+  }
+
+  private channelGrants(channelId: string, now: number): ChannelGrants {
+    let c = this.channels.get(channelId);
+    if (c === undefined) {
+      c = new ChannelGrants();
+      this.channels.set(channelId, c);
+      this.startSweep();
+    }
+    c.note(now, this.leaseMs);
+    return c;
+  }
+
+  /** Drops the bucket's block; its hits not handed out go back to Redis with the next batch. */
+  private retireRpmBlock(bucket: string, b: BucketGrants): void {
+    const block = b.block;
+    if (block === null) return;
+    b.block = null;
+    if (block.next >= block.end) return;
+    const members: string[] = [];
+    for (let i = block.next; i < block.end; i++) members.push(this.tag + String(i));
+    this.queueReturn(this.prefix + bucket, members);
+  }
+
+  private queueReturn(key: string, members: string[]): void {
+    if (members.length === 0) return;
+    const queued = this.returns.get(key);
+    if (queued === undefined) this.returns.set(key, members.slice());
+    else for (const m of members) queued.push(m);
+    this.startSweep();
+  }
+
+  /** Removes the queued members, one ZREM per key and thousand; a failure leaves them to expire. */
+  private async flushReturns(): Promise<void> {
+    if (this.returns.size === 0) return;
+    const calls: Array<Promise<unknown>> = [];
+    for (const [key, members] of this.returns) {
+      for (let i = 0; i < members.length; i += 1000)
+        calls.push(this.client.zrem(key, ...members.slice(i, i + 1000)).catch(() => undefined));
+    }
+    this.returns.clear();
+    await Promise.all(calls);
+  }
+
+  /** Runs the sweep every half lease while any bucket, channel or return is tracked. */
+  private startSweep(): void {
+    if (this.sweepTimer !== null || this.closed || this.leaseMs <= 0) return;
+    this.sweepTimer = setInterval(() => this.sweep(), Math.max(1, this.leaseMs / 2));
+    this.sweepTimer.unref();
+  }
+
+  /** Ends blocks past their lease, returns what they did not hand out, forgets idle entries. */
+  private sweep(): void {
+    const now = performance.now();
+    const idleAfter = 4 * this.leaseMs;
+    for (const [bucket, b] of this.buckets) {
+      if (b.block !== null && now >= b.block.usableUntil) this.retireRpmBlock(bucket, b);
+      if (b.block === null && b.pending === null && now - b.lastCallAt > idleAfter)
+        this.buckets.delete(bucket);
+    }
+    for (const [channelId, c] of this.channels) {
+      if (c.blocks.length > 0) {
+        const live: SlotBlock[] = [];
+        for (const block of c.blocks) {
+          if (now < block.usableUntil) live.push(block);
+          else this.queueReturn(this.slotKey(channelId), block.free.splice(0));
+        }
+        c.blocks = live;
+      }
+      if (c.blocks.length === 0 && c.pending === null && now - c.lastCallAt > idleAfter)
+        this.channels.delete(channelId);
+    }
+    void this.flushReturns();
+    if (this.buckets.size === 0 && this.channels.size === 0 && this.returns.size === 0) {
+      if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
+      this.sweepTimer = null;
+    }
   }
 
   private slotKey(channelId: string): string {
@@ -334,11 +653,6 @@ export class RedisLimiter implements Limiter {
 function integer(reply: unknown): number {
   if (typeof reply !== 'number') throw unexpected(reply);
   return reply;
-}
-
-function triple(reply: unknown): [number, number, number] {
-  if (!Array.isArray(reply) || reply.length !== 3) throw unexpected(reply);
-  return [integer(reply[0]), integer(reply[1]), integer(reply[2])];
 }
 
 function addedByOf(value: unknown): 'rule' | 'admin' {

@@ -8,64 +8,92 @@ const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `;
 
-// The RPM check on KEYS[1] (bucket zset: score = admit time, member unique per hit) with ARGV
-// limit, windowMs, member: counts the hit when under the limit and leaves `allowed` (0|1),
-// `remaining` and `reset` (ms until the oldest hit leaves the window) for the script to return.
-const RPM_CHECK = `local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local count = redis.call('ZCARD', key)
-local allowed, remaining, reset = 0, 0, window
-if count < limit then
-  redis.call('ZADD', key, now, ARGV[3])
-  redis.call('PEXPIRE', key, window)
-  allowed, remaining = 1, limit - count - 1
-end
-if allowed == 1 or count > 0 then
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  reset = tonumber(oldest[2]) + window - now
-end
-`;
-
-// Takes a slot of the channel zset `slots` (score = expiry, member = lease token) for `ttl` ms
-// under `capacity`, as `expiry` (-1: full). Expired entries (a process that died holding them)
-// are purged first, so slots reclaim themselves.
-const SLOT_TAKE = `redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
-local expiry = -1
-if redis.call('ZCARD', slots) < capacity then
-  expiry = now + ttl
-  redis.call('ZADD', slots, expiry, token)
-  if redis.call('PTTL', slots) < ttl then
-    redis.call('PEXPIRE', slots, ttl)
+// Members and tokens are `<tag><n>` with n a decimal counter the caller reserved; a block of
+// `count` of them from `c0` goes in with one ZADD per 500 (unpack's stack bound is ~8,000).
+const ADD_MEMBERS = `local function addMembers(key, score, tag, c0, count)
+  local i = 0
+  while i < count do
+    local m = math.min(count - i, 500)
+    local args = {}
+    for j = 0, m - 1 do
+      args[2 * j + 1] = score
+      args[2 * j + 2] = string.format('%s%d', tag, c0 + i + j)
+    end
+    redis.call('ZADD', key, unpack(args))
+    i = i + m
   end
 end
-`;
-
-/** RPM_CHECK alone. Returns {allowed 0|1, remaining, resetMs}. */
-const HIT_RPM = `${NOW}${RPM_CHECK}return {allowed, remaining, reset}
-`;
-
-/**
- * KEYS[1] channel zset. ARGV capacity, ttlMs, token. Returns the expiry in epoch ms, or -1 when
- * full.
- */
-const ACQUIRE_SLOT = `${NOW}local slots, capacity, ttl, token = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-${SLOT_TAKE}return expiry
-`;
-
-/**
- * RPM_CHECK then, when it admits, SLOT_TAKE, atomically: KEYS[1] bucket zset, KEYS[2] channel
- * zset; ARGV limit, windowMs, member, capacity, ttlMs, token (capacity -1: no slot asked).
- * Returns {allowed, remaining, resetMs, expiry}: expiry -1 when the channel was full, -2 when
- * no slot was taken (refused, or none asked).
- */
-const HIT_RPM_ACQUIRE = `${NOW}${RPM_CHECK}
-local slots, capacity, ttl, token = KEYS[2], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-if allowed == 0 or capacity < 0 then
-  return {allowed, remaining, reset, -2}
+local function extendTo(key, ttl)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
-${SLOT_TAKE}return {allowed, remaining, reset, expiry}
+-- How many to grant of want when free are left: 1 (this request alone, exact) unless a block
+-- of at least 2 fits in an eighth of what is free, so blocks shrink as a limit nears and vanish
+-- within 16 of it.
+local function grantOf(want, free)
+  if want <= 1 then return 1 end
+  local g = math.min(want, math.floor(free / 8))
+  if g < 2 then return 1 end
+  return g
+end
+`;
+
+/**
+ * The RPM hit and the capacity slot of one request, each of which may also reserve a block for
+ * the calling process to hand out locally (redis-limiter.ts, decision 0031).
+ *
+ * KEYS[1] the RPM bucket zset (score = time the hit counts from, member unique per hit), KEYS[2]
+ * the channel's slot zset (score = expiry, member = lease token).
+ * ARGV limit (-1: no RPM hit), windowMs, rpmWant, tag, rpmC0, leaseMs, capacity (-1: no slot),
+ * ttlMs, slotWant, slotC0.
+ *
+ * RPM: when fewer than `limit` hits count in the window, this hit is counted at now and, if a
+ * block is granted, grant - 1 more at now + leaseMs: the caller uses them only within leaseMs of
+ * sending, so each counts for at least a full window after its real admission. Rejected hits
+ * are not counted.
+ * Slot: expired leases are purged (a process that died holding them), then, under capacity, the
+ * lease (and a block's others) is held until now + ttlMs, plus leaseMs for a block.
+ *
+ * Returns {allowed, remaining, resetMs, rpmGrant, expiry, slotGrant}: expiry -1 when the channel
+ * was full, -2 when no slot was taken (the hit was refused, or none asked).
+ */
+const HIT_AND_TAKE = `${NOW}${ADD_MEMBERS}
+local tag, lease = ARGV[4], tonumber(ARGV[6])
+local limit = tonumber(ARGV[1])
+local allowed, remaining, reset, rpmGrant = 1, 0, 0, 0
+if limit >= 0 then
+  local key, window = KEYS[1], tonumber(ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  local count = redis.call('ZCARD', key)
+  allowed, reset = 0, window
+  if count < limit then
+    local c0 = tonumber(ARGV[5])
+    rpmGrant = grantOf(tonumber(ARGV[3]), limit - count)
+    redis.call('ZADD', key, now, string.format('%s%d', tag, c0))
+    if rpmGrant > 1 then addMembers(key, now + lease, tag, c0 + 1, rpmGrant - 1) end
+    extendTo(key, window + lease)
+    allowed, remaining = 1, limit - count - rpmGrant
+  end
+  if allowed == 1 or count > 0 then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    reset = tonumber(oldest[2]) + window - now
+  end
+end
+local capacity = tonumber(ARGV[7])
+if allowed == 0 or capacity < 0 then
+  return {allowed, remaining, reset, rpmGrant, -2, 0}
+end
+local slots, ttl = KEYS[2], tonumber(ARGV[8])
+redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
+local held = redis.call('ZCARD', slots)
+if held >= capacity then
+  return {allowed, remaining, reset, rpmGrant, -1, 0}
+end
+local slotGrant = grantOf(tonumber(ARGV[9]), capacity - held)
+local expiry = now + ttl
+if slotGrant > 1 then expiry = expiry + lease end
+addMembers(slots, expiry, tag, tonumber(ARGV[10]), slotGrant)
+extendTo(slots, expiry - now)
+return {allowed, remaining, reset, rpmGrant, expiry, slotGrant}
 `;
 
 /** KEYS[1] channel zset. ARGV ttlMs, token. Returns the new expiry, or -1 if no longer held. */
@@ -152,17 +180,19 @@ type Reply = Promise<unknown>;
 
 /** The scripts as client commands; ioredis sends EVALSHA and falls back to EVAL on NOSCRIPT. */
 export type LimiterCommands = {
-  syHitRpm(key: string, limit: number, windowMs: number, member: string): Reply;
-  syAcquireSlot(key: string, capacity: number, ttlMs: number, token: string): Reply;
-  syHitRpmAcquire(
+  syHitAndTake(
     bucketKey: string,
     slotKey: string,
     limit: number,
     windowMs: number,
-    member: string,
+    rpmWant: number,
+    tag: string,
+    rpmC0: number,
+    leaseMs: number,
     capacity: number,
     ttlMs: number,
-    token: string,
+    slotWant: number,
+    slotC0: number,
   ): Reply;
   syRenewSlot(key: string, ttlMs: number, token: string): Reply;
   sySlotsInUse(key: string): Reply;
@@ -196,9 +226,7 @@ export type LimiterCommands = {
 };
 
 const SCRIPTS: ReadonlyArray<readonly [keyof LimiterCommands, number, string]> = [
-  ['syHitRpm', 1, HIT_RPM],
-  ['syAcquireSlot', 1, ACQUIRE_SLOT],
-  ['syHitRpmAcquire', 2, HIT_RPM_ACQUIRE],
+  ['syHitAndTake', 2, HIT_AND_TAKE],
   ['syRenewSlot', 1, RENEW_SLOT],
   ['sySlotsInUse', 1, SLOTS_IN_USE],
   ['syRecordStrike', 4, RECORD_STRIKE],

@@ -23,6 +23,7 @@ export function printTable(
       redis: {
         url: redact(table.gateway.redis.url),
         on_unreachable: table.gateway.redis.onUnreachable,
+        lease_ms: table.gateway.redis.leaseMs,
       },
       metrics: { ...table.gateway.metrics, token: redact(table.gateway.metrics.token) },
       admin: {

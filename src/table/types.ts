@@ -141,7 +141,7 @@ export interface LimitsEntry {
 export interface GatewayEntry {
   listen: { host: string; port: number };
   store: { url: string | null; dataDir: string | null };
-  redis: { url: string | null; onUnreachable: 'fail_open' | 'fail_closed' };
+  redis: { url: string | null; onUnreachable: 'fail_open' | 'fail_closed'; leaseMs: number };
   telemetry: { exporter: 'none' | 'otlp'; otlpEndpoint: string | null; serviceName: string };
   metrics: { enabled: boolean; port: number | null; token: string | null };
   admin: { token: string | null; readonlyToken: string | null };

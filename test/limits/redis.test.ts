@@ -59,15 +59,19 @@ async function eventually(check: () => Promise<boolean>): Promise<void> {
 
 let harnesses = 0;
 /** A limiter with its own connection, as one gateway process would have. */
-async function limiterAt(prefix: string): Promise<RedisLimiter> {
+async function limiterAt(
+  prefix: string,
+  options: { leaseMs?: number; windowMs?: number } = {},
+): Promise<RedisLimiter> {
   const client = connectLimiterRedis(REDIS_URL);
   await whenRedisReady(client);
   return new RedisLimiter({
     client,
     keyPrefix: prefix,
-    windowMs: WINDOW_MS,
+    windowMs: options.windowMs ?? WINDOW_MS,
     ownsClient: true,
     blacklistSyncMs: SYNC_MS,
+    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
   });
 }
 
@@ -98,6 +102,164 @@ limiterConformance(
   },
   !redisUp,
 );
+
+// The same suite with blocks off: every hit and slot its own script call (lease_ms: 0).
+limiterConformance(
+  'redis, no blocks',
+  async () => {
+    const limiter = await limiterAt(`${RUN_PREFIX}${harnesses++}:`, { leaseMs: 0 });
+    return {
+      limiter,
+      windowMs: WINDOW_MS,
+      advance: async (ms) => {
+        await sleep(ms);
+      },
+      close: () => limiter.close(),
+    };
+  },
+  !redisUp,
+);
+
+const LEASE_MS = 100;
+
+/** Fires `total` calls in waves of `wave` concurrent ones, as a busy gateway would. */
+async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): Promise<T[]> {
+  const out: T[] = [];
+  for (let done = 0; done < total; done += wave) {
+    out.push(...(await Promise.all(Array.from({ length: Math.min(wave, total - done) }, call))));
+  }
+  return out;
+}
+
+(redisUp ? describe : describe.skip)('redis limiter blocks for hot buckets and channels', () => {
+  const admin = redisUp ? new Redis(REDIS_URL) : null;
+  afterAll(async () => {
+    await admin?.quit();
+  });
+
+  it('goes to Redis about once a block for a hot bucket, and once a hit with blocks off', async () => {
+    const prefix = `${RUN_PREFIX}blocks-calls:`;
+    const [hot, cold] = await Promise.all([limiterAt(prefix), limiterAt(prefix, { leaseMs: 0 })]);
+
+    const a = await inWaves(2000, 50, () => hot.hitRpm('rpm:m:acct:hot', 1_000_000));
+    const b = await inWaves(500, 50, () => cold.hitRpm('rpm:m:acct:cold', 1_000_000));
+    expect(a.every((r) => r.allowed)).toBe(true);
+    expect(b.every((r) => r.allowed)).toBe(true);
+    expect(cold.counts.calls).toBe(500);
+    // Cold start is exact (3 calls), then blocks double with demand up to the rate.
+    expect(hot.counts.calls).toBeLessThan(100);
+    expect(hot.counts.blockHits).toBe(2000 - hot.counts.calls);
+    await Promise.all([hot.close(), cold.close()]);
+  });
+
+  it('never admits more than the limit across two processes, and Redis counts exactly the hits admitted once blocks end', async () => {
+    const prefix = `${RUN_PREFIX}blocks-exact:`;
+    const windowMs = 60_000;
+    const [a, b] = await Promise.all([
+      limiterAt(prefix, { windowMs }),
+      limiterAt(prefix, { windowMs }),
+    ]);
+    const limit = 3000;
+    const [ra, rb] = await Promise.all([
+      inWaves(2500, 64, () => a.hitRpm('rpm:m:acct:1', limit)),
+      inWaves(2500, 64, () => b.hitRpm('rpm:m:acct:1', limit)),
+    ]);
+    const admitted = [...ra, ...rb].filter((r) => r.allowed).length;
+    expect(admitted).toBeLessThanOrEqual(limit);
+    // Blocks near the limit shrink to an eighth of what is free, so little is held back.
+    expect(admitted).toBeGreaterThan(limit * 0.9);
+    await sleep(4 * LEASE_MS);
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:1`)).toBe(admitted);
+    // What the blocks held back is admitted again now.
+    const after = await a.hitRpm('rpm:m:acct:1', limit);
+    expect(after.allowed).toBe(admitted < limit);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('gives back the hits of a block it did not use when the lease ends', async () => {
+    const prefix = `${RUN_PREFIX}blocks-return:`;
+    const limiter = await limiterAt(prefix);
+    const results = await inWaves(300, 30, () => limiter.hitRpm('rpm:m:acct:1', 1_000_000));
+    const key = `${prefix}rpm:m:acct:1`;
+    // The last block's unused hits are held (counted) while it may still hand them out.
+    expect(await admin!.zcard(key)).toBeGreaterThan(results.length);
+    await sleep(4 * LEASE_MS);
+    expect(await admin!.zcard(key)).toBe(results.length);
+    await limiter.close();
+  });
+
+  it('does not admit from a block made for another limit (a reload lowered it)', async () => {
+    const prefix = `${RUN_PREFIX}blocks-limit:`;
+    const limiter = await limiterAt(prefix);
+    await inWaves(200, 20, () => limiter.hitRpm('rpm:m:acct:1', 1_000_000));
+    const lowered = await limiter.hitRpm('rpm:m:acct:1', 50);
+    expect(lowered.allowed).toBe(false);
+    expect(lowered.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    await limiter.close();
+  });
+
+  it('lends a hot channel its slots from a block, holds at most capacity across processes, and frees all when idle', async () => {
+    const prefix = `${RUN_PREFIX}blocks-slots:`;
+    const [a, b] = await Promise.all([limiterAt(prefix), limiterAt(prefix)]);
+    const capacity = 200;
+    let peak = 0;
+    const held = new Set<string>();
+    const oneRequest = async (limiter: RedisLimiter): Promise<boolean> => {
+      const lease = await limiter.acquireSlot('ch', capacity, 60_000);
+      if (lease === null) return false;
+      expect(held.has(lease.token)).toBe(false); // no token lent twice at once
+      held.add(lease.token);
+      peak = Math.max(peak, held.size);
+      await sleep(1);
+      held.delete(lease.token);
+      await limiter.releaseSlot(lease);
+      return true;
+    };
+    const [ga, gb] = await Promise.all([
+      inWaves(3000, 150, () => oneRequest(a)),
+      inWaves(3000, 150, () => oneRequest(b)),
+    ]);
+    expect(peak).toBeLessThanOrEqual(capacity);
+    expect(await a.slotsInUse('ch')).toBeLessThanOrEqual(capacity);
+    expect([...ga, ...gb].filter(Boolean).length).toBeGreaterThan(3000);
+    await sleep(4 * LEASE_MS);
+    expect(await a.slotsInUse('ch')).toBe(0);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('lends most slots of a channel far from its capacity without a call', async () => {
+    const prefix = `${RUN_PREFIX}blocks-lend:`;
+    const limiter = await limiterAt(prefix);
+    await inWaves(3000, 100, async () => {
+      const lease = await limiter.acquireSlot('ch', 10_000, 60_000);
+      await sleep(1);
+      if (lease !== null) await limiter.releaseSlot(lease);
+    });
+    expect(limiter.counts.lentSlots + limiter.counts.calls).toBe(3000);
+    expect(limiter.counts.calls).toBeLessThan(300);
+    await sleep(4 * LEASE_MS);
+    expect(await limiter.slotsInUse('ch')).toBe(0);
+    await limiter.close();
+  });
+
+  it('releasing a lent lease twice does not free the slot it is lent to next', async () => {
+    const prefix = `${RUN_PREFIX}blocks-double:`;
+    const limiter = await limiterAt(prefix);
+    // Make the channel hot, so the next acquisitions are lent from a block.
+    await inWaves(40, 10, async () => {
+      const lease = await limiter.acquireSlot('ch', 1000, 60_000);
+      if (lease !== null) await limiter.releaseSlot(lease);
+    });
+    const first = (await limiter.acquireSlot('ch', 1000, 60_000))!;
+    await limiter.releaseSlot(first);
+    const next = (await limiter.acquireSlot('ch', 1000, 60_000))!;
+    expect(next.token).toBe(first.token); // lent again from the block
+    await limiter.releaseSlot(first); // a stale second release
+    expect(await admin!.zscore(`${prefix}slots:ch`, next.token)).not.toBeNull();
+    await limiter.releaseSlot(next);
+    await limiter.close();
+  });
+});
 
 (redisUp ? describe : describe.skip)('redis limiter shared by two gateway processes', () => {
   it('admits exactly 7 of 50 requests split across two processes against a limit of 7', async () => {
