@@ -98,7 +98,7 @@ export function createGatewayMetrics(): GatewayMetrics {
   );
   const channelSlotsInUse = r.gauge<[channel: string]>(
     'switchyard_channel_slots_in_use',
-    'Concurrency slots held on the channel by this process.',
+    'Concurrency slots held on the channel: by this process, or with Redis by every instance, blocks lent locally included (decision 0031).',
     ['channel'],
   );
   const configVersionInfo = r.gauge<[version: string]>(
