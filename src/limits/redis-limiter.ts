@@ -13,7 +13,7 @@ import type {
   StrikeRule,
 } from './limiter.ts';
 import { BucketGrants, ChannelGrants } from './local-grants.ts';
-import type { SlotBlock } from './local-grants.ts';
+import type { Demand, SlotBlock } from './local-grants.ts';
 import { withLimiterCommands } from './redis-scripts.ts';
 import type { LimiterCommands } from './redis-scripts.ts';
 
@@ -546,25 +546,28 @@ export class RedisLimiter implements Limiter {
   }
 
   private bucketGrants(bucket: string, now: number): BucketGrants {
-    let b = this.buckets.get(bucket);
-    if (b === undefined) {
-      b = new BucketGrants();
-      this.buckets.set(bucket, b);
-      this.startSweep();
-    }
-    b.note(now, this.leaseMs);
-    return b;
+    return this.noted(this.buckets, bucket, BucketGrants, now);
   }
 
   private channelGrants(channelId: string, now: number): ChannelGrants {
-    let c = this.channels.get(channelId);
-    if (c === undefined) {
-      c = new ChannelGrants();
-      this.channels.set(channelId, c);
+    return this.noted(this.channels, channelId, ChannelGrants, now);
+  }
+
+  /** The entry for `key` (made on first use, which starts the sweep), with this call counted. */
+  private noted<T extends Demand>(
+    map: Map<string, T>,
+    key: string,
+    make: new () => T,
+    now: number,
+  ): T {
+    let entry = map.get(key);
+    if (entry === undefined) {
+      entry = new make();
+      map.set(key, entry);
       this.startSweep();
     }
-    c.note(now, this.leaseMs);
-    return c;
+    entry.note(now, this.leaseMs);
+    return entry;
   }
 
   /** Drops the bucket's block; its hits not handed out go back to Redis with the next batch. */
