@@ -37,8 +37,21 @@ if (!redisUp) {
   );
 }
 
+/** The limits config plus `rpm300`: a limit high enough that hot buckets take blocks (0031). */
 function files(mockUrl: string): Record<string, string> {
-  return limitsConfig(mockUrl, 'shared3');
+  const base = limitsConfig(mockUrl, 'shared3');
+  return {
+    ...base,
+    'models.yaml': `${base['models.yaml']}  - name: rpm300
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: oa-main, upstream_model: rpm300-up }]
+`,
+    'prices.yaml': `${base['prices.yaml']}  - { model: rpm300, input: 1, output: 1 }
+`,
+    'limits.yaml': base['limits.yaml']!.replace('rpm7: 7 }', 'rpm7: 7, rpm300: 300 }'),
+  };
 }
 
 interface Answer {
@@ -126,6 +139,40 @@ describe.skipIf(!redisUp)('two gateways sharing Redis', () => {
     expect(upstreamCalls() - before).toBe(7);
     for (const x of passed) await a.usage(x.requestId);
     expect((await a.store.getAccount(accountId))?.reservedNano).toBe(0n);
+  });
+
+  it('admit no more than an RPM of 300 over both while blocks hand hits out, and charge exactly those', async () => {
+    const { key, accountId } = await a.account({ balance: '100' });
+    const before = upstreamCalls();
+    const answers: Answer[] = [];
+    // Waves of 40 make the bucket hot on both gateways, so each takes blocks of hits.
+    for (let wave = 0; wave < 10; wave++) {
+      answers.push(
+        ...(await Promise.all(
+          Array.from({ length: 40 }, (_, i) => chat(i % 2 === 0 ? a : b, key, 'rpm300')),
+        )),
+      );
+    }
+    const passed = answers.filter((x) => x.status === 200);
+    expect(passed.length).toBeLessThanOrEqual(300);
+    // Near the limit blocks shrink to an eighth of what is free: little is held back.
+    expect(passed.length).toBeGreaterThanOrEqual(270);
+    for (const x of answers.filter((y) => y.status !== 200)) {
+      expect(x.status).toBe(429);
+      expect(x.code).toBe('rate_limited');
+    }
+    expect(upstreamCalls() - before).toBe(passed.length);
+    for (const x of passed) await a.usage(x.requestId);
+    expect((await a.store.getAccount(accountId))?.reservedNano).toBe(0n);
+    // Once the blocks' leases end, Redis counts exactly the requests admitted.
+    const admin = new Redis(REDIS_URL);
+    try {
+      await until(
+        async () => (await admin.zcard(`${PREFIX}rpm:rpm300:acct:${accountId}`)) === passed.length,
+      );
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('hold at most 3 requests in flight over both on a channel of capacity 3', async () => {
