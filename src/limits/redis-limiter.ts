@@ -230,15 +230,10 @@ export class RedisLimiter implements Limiter {
       if (b !== null && b.pending === call) b.pending = null;
       if (c !== null && c.pending === call) c.pending = null;
     }
-    if (!Array.isArray(reply) || reply.length !== 6) throw unexpected(reply);
-    const [allowed, remaining, resetMs, rpmGrant, expiresAtMs, slotGrant] = reply.map(integer) as [
-      number,
-      number,
-      number,
-      number,
-      number,
-      number,
-    ];
+    if (!Array.isArray(reply) || reply.length !== 7) throw unexpected(reply);
+    const [allowed, remaining, resetMs, rpmGrant, expiresAtMs, slotGrant, held] = reply.map(
+      integer,
+    ) as [number, number, number, number, number, number, number];
     const rpm: RpmResult =
       bucket === null
         ? NO_RPM
@@ -269,6 +264,15 @@ export class RedisLimiter implements Limiter {
     if (slot === null || expiresAtMs === -2) return { rpm, slot: 'none' };
     if (c !== null && slotWant > 1 && slotGrant <= 1)
       c.exactUntil = performance.now() + this.leaseMs;
+    // Past half the channel, slots this process holds unused are ones others are refused: give
+    // them back now rather than at the lease's end.
+    if (c !== null && held * 2 >= slot.capacity && c.blocks.length > 0) {
+      for (const block of c.blocks)
+        this.queueReturn(this.slotKey(slot.channelId), block.free.splice(0));
+      c.blocks = [];
+      c.exactUntil = performance.now() + this.leaseMs;
+      void this.flushReturns();
+    }
     if (expiresAtMs === -1) return { rpm, slot: 'full' };
     const lease: SlotLease = {
       channelId: slot.channelId,
@@ -354,11 +358,14 @@ export class RedisLimiter implements Limiter {
     this.lent.set(lease, null);
     const c = this.channels.get(lease.channelId);
     if (c !== undefined && c.inUse > 0) c.inUse--;
-    if (c !== undefined && performance.now() < block.usableUntil && c.blocks.includes(block)) {
+    const now = performance.now();
+    if (c !== undefined && now < block.usableUntil && c.blocks.includes(block)) {
       block.free.push(lease.token);
-    } else {
-      this.queueReturn(this.slotKey(lease.channelId), [lease.token]);
+      return;
     }
+    this.queueReturn(this.slotKey(lease.channelId), [lease.token]);
+    // Near capacity (the channel went exact), a held slot is one another request is refused.
+    if (c !== undefined && now < c.exactUntil) void this.flushReturns();
   }
 
   async renewSlot(lease: SlotLease, ttlMs: number): Promise<boolean> {

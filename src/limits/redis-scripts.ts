@@ -53,7 +53,8 @@ end
  * Slot: expired leases are purged (a process that died holding them), then, under capacity, the
  * lease (and a block's others) is held until now + ttlMs, plus leaseMs for a block.
  *
- * Returns {allowed, remaining, resetMs, rpmGrant, expiry, slotGrant}: expiry -1 when the channel
+ * Returns {allowed, remaining, resetMs, rpmGrant, expiry, slotGrant, held}: held is the channel's
+ * slots held after the call (-1: not read); expiry -1 when the channel
  * was full, -2 when no slot was taken (the hit was refused, or none asked).
  */
 const HIT_AND_TAKE = `${NOW}${ADD_MEMBERS}
@@ -80,20 +81,26 @@ if limit >= 0 then
 end
 local capacity = tonumber(ARGV[7])
 if allowed == 0 or capacity < 0 then
-  return {allowed, remaining, reset, rpmGrant, -2, 0}
+  return {allowed, remaining, reset, rpmGrant, -2, 0, -1}
 end
 local slots, ttl = KEYS[2], tonumber(ARGV[8])
 redis.call('ZREMRANGEBYSCORE', slots, '-inf', now)
 local held = redis.call('ZCARD', slots)
 if held >= capacity then
-  return {allowed, remaining, reset, rpmGrant, -1, 0}
+  return {allowed, remaining, reset, rpmGrant, -1, 0, held}
 end
 local slotGrant = grantOf(tonumber(ARGV[9]), capacity - held)
+-- Slot blocks fill at most half the channel: a slot one process holds unused is refused to
+-- every other, so past half each slot is its own call (and callers give their blocks back).
+if slotGrant > 1 then
+  local room = math.floor(capacity / 2) - held
+  if room < 2 then slotGrant = 1 elseif slotGrant > room then slotGrant = room end
+end
 local expiry = now + ttl
 if slotGrant > 1 then expiry = expiry + lease end
 addMembers(slots, expiry, tag, tonumber(ARGV[10]), slotGrant)
 extendTo(slots, expiry - now)
-return {allowed, remaining, reset, rpmGrant, expiry, slotGrant}
+return {allowed, remaining, reset, rpmGrant, expiry, slotGrant, held + slotGrant}
 `;
 
 /** KEYS[1] channel zset. ARGV ttlMs, token. Returns the new expiry, or -1 if no longer held. */

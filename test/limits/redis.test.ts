@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
 import { LimiterUnavailableError } from '../../src/limits/limiter.ts';
-import type { LimiterState } from '../../src/limits/limiter.ts';
+import type { LimiterState, SlotLease } from '../../src/limits/limiter.ts';
 import { connectLimiterRedis, whenRedisReady } from '../../src/limits/redis-client.ts';
 import { RedisLimiter } from '../../src/limits/redis-limiter.ts';
 import { limiterConformance } from './conformance.ts';
@@ -229,6 +229,36 @@ async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): 
     await sleep(4 * LEASE_MS);
     expect(await limiter.slotsInUse('ch')).toBe(0);
     await limiter.close();
+  });
+
+  it('fills at most half a channel with blocks, and gives unused slots back once past half', async () => {
+    const prefix = `${RUN_PREFIX}blocks-half:`;
+    // B makes one call a slot (lease_ms 0), as an instance without blocks would.
+    const [a, b] = await Promise.all([limiterAt(prefix), limiterAt(prefix, { leaseMs: 0 })]);
+    const take = (l: RedisLimiter, n: number): Promise<Array<SlotLease | null>> =>
+      Promise.all(Array.from({ length: n }, () => l.acquireSlot('ch', 40, 60_000)));
+    // A is hot and keeps 10 slots: what Redis holds (lent or not) stays within half of 40.
+    await inWaves(40, 10, async () => {
+      const lease = await a.acquireSlot('ch', 40, 60_000);
+      if (lease !== null) await a.releaseSlot(lease);
+    });
+    const held = await take(a, 10);
+    expect(held.every((l) => l !== null)).toBe(true);
+    expect(await a.slotsInUse('ch')).toBeLessThanOrEqual(20);
+    // B takes 15 more: the channel is past half now.
+    expect((await take(b, 15)).every((l) => l !== null)).toBe(true);
+    // A's next call to Redis sees it, and A's blocks end at once: Redis holds exactly the leases.
+    const calls = a.counts.calls;
+    let leases = held.length;
+    while (a.counts.calls === calls) {
+      expect(await a.acquireSlot('ch', 40, 60_000)).not.toBeNull();
+      leases++;
+    }
+    expect(await a.slotsInUse('ch')).toBe(leases + 15);
+    // And the slots A's requests release go back to Redis, not to A's blocks.
+    for (const lease of held) await a.releaseSlot(lease!);
+    expect(await a.slotsInUse('ch')).toBe(leases - held.length + 15);
+    await Promise.all([a.close(), b.close()]);
   });
 
   it('releasing a lent lease twice does not free the slot it is lent to next', async () => {
