@@ -267,9 +267,7 @@ export class RedisLimiter implements Limiter {
     // Past half the channel, slots this process holds unused are ones others are refused: give
     // them back now rather than at the lease's end.
     if (c !== null && held * 2 >= slot.capacity && c.blocks.length > 0) {
-      for (const block of c.blocks)
-        this.queueReturn(this.slotKey(slot.channelId), block.free.splice(0));
-      c.blocks = [];
+      this.endSlotBlocks(slot.channelId, c, Infinity);
       c.exactUntil = performance.now() + this.leaseMs;
       void this.flushReturns();
     }
@@ -528,10 +526,7 @@ export class RedisLimiter implements Limiter {
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
     for (const [bucket, b] of this.buckets) this.retireRpmBlock(bucket, b);
-    for (const [channelId, c] of this.channels) {
-      for (const block of c.blocks) this.queueReturn(this.slotKey(channelId), block.free);
-      c.blocks = [];
-    }
+    for (const [channelId, c] of this.channels) this.endSlotBlocks(channelId, c, Infinity);
     if (this.client.status === 'ready') await this.flushReturns();
     if (!this.ownsClient) return;
     if (this.client.status === 'ready') {
@@ -588,6 +583,19 @@ export class RedisLimiter implements Limiter {
     this.queueReturn(this.prefix + bucket, members);
   }
 
+  /**
+   * Ends the channel's blocks that stop lending by `now` (Infinity: all); their unused slots go
+   * back to Redis with the next batch, and leases lent from them go back one by one on release.
+   */
+  private endSlotBlocks(channelId: string, c: ChannelGrants, now: number): void {
+    const live: SlotBlock[] = [];
+    for (const block of c.blocks) {
+      if (now < block.usableUntil) live.push(block);
+      else this.queueReturn(this.slotKey(channelId), block.free.splice(0));
+    }
+    c.blocks = live;
+  }
+
   private queueReturn(key: string, members: string[]): void {
     if (members.length === 0) return;
     const queued = this.returns.get(key);
@@ -625,14 +633,7 @@ export class RedisLimiter implements Limiter {
         this.buckets.delete(bucket);
     }
     for (const [channelId, c] of this.channels) {
-      if (c.blocks.length > 0) {
-        const live: SlotBlock[] = [];
-        for (const block of c.blocks) {
-          if (now < block.usableUntil) live.push(block);
-          else this.queueReturn(this.slotKey(channelId), block.free.splice(0));
-        }
-        c.blocks = live;
-      }
+      if (c.blocks.length > 0) this.endSlotBlocks(channelId, c, now);
       if (c.blocks.length === 0 && c.pending === null && now - c.lastCallAt > idleAfter)
         this.channels.delete(channelId);
     }

@@ -120,6 +120,14 @@ async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): 
   return out;
 }
 
+/** 40 acquire-and-release in waves of 10: the channel is hot, so what follows is lent from blocks. */
+async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
+  await inWaves(40, 10, async () => {
+    const lease = await limiter.acquireSlot('ch', capacity, 60_000);
+    if (lease !== null) await limiter.releaseSlot(lease);
+  });
+}
+
 (redisUp ? describe : describe.skip)('redis limiter blocks for hot buckets and channels', () => {
   const admin = redisUp ? new Redis(REDIS_URL) : null;
   afterAll(async () => {
@@ -238,10 +246,7 @@ async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): 
     const take = (l: RedisLimiter, n: number): Promise<Array<SlotLease | null>> =>
       Promise.all(Array.from({ length: n }, () => l.acquireSlot('ch', 40, 60_000)));
     // A is hot and keeps 10 slots: what Redis holds (lent or not) stays within half of 40.
-    await inWaves(40, 10, async () => {
-      const lease = await a.acquireSlot('ch', 40, 60_000);
-      if (lease !== null) await a.releaseSlot(lease);
-    });
+    await makeHot(a, 40);
     const held = await take(a, 10);
     expect(held.every((l) => l !== null)).toBe(true);
     expect(await a.slotsInUse('ch')).toBeLessThanOrEqual(20);
@@ -265,10 +270,7 @@ async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): 
     const prefix = `${RUN_PREFIX}blocks-double:`;
     const limiter = await limiterAt(prefix);
     // Make the channel hot, so the next acquisitions are lent from a block.
-    await inWaves(40, 10, async () => {
-      const lease = await limiter.acquireSlot('ch', 1000, 60_000);
-      if (lease !== null) await limiter.releaseSlot(lease);
-    });
+    await makeHot(limiter, 1000);
     const first = (await limiter.acquireSlot('ch', 1000, 60_000))!;
     await limiter.releaseSlot(first);
     const next = (await limiter.acquireSlot('ch', 1000, 60_000))!;
