@@ -12,7 +12,7 @@ import type {
   SlotRequest,
   StrikeRule,
 } from './limiter.ts';
-import { BucketGrants, ChannelGrants } from './local-grants.ts';
+import { BucketGrants, ChannelGrants, WARM_LEASES } from './local-grants.ts';
 import type { Demand, SlotBlock } from './local-grants.ts';
 import { withLimiterCommands } from './redis-scripts.ts';
 import type { LimiterCommands } from './redis-scripts.ts';
@@ -198,6 +198,12 @@ export class RedisLimiter implements Limiter {
     const slotWant = slot === null ? 0 : c !== null && c.pending === null ? c.want(sentAt) : 1;
     const rpmC0 = this.reserve(rpmWant);
     const slotC0 = this.reserve(slotWant);
+    // A warm bucket's or channel's block lives WARM_LEASES lease periods (local-grants.ts); both
+    // blocks of one call share its lease.
+    const warm =
+      (rpmWant > 1 && b !== null && b.warm(sentAt)) ||
+      (slotWant > 1 && c !== null && c.warm(sentAt));
+    const leaseMs = warm ? this.leaseMs * WARM_LEASES : this.leaseMs;
     const bucketKey = bucket === null ? null : this.prefix + bucket;
     const slotKey = slot === null ? null : this.slotKey(slot.channelId);
     this.counts.calls++;
@@ -210,7 +216,7 @@ export class RedisLimiter implements Limiter {
       rpmWant,
       this.tag,
       rpmC0,
-      this.leaseMs,
+      leaseMs,
       slot === null ? -1 : slot.capacity,
       slot === null ? 0 : slot.ttlMs,
       slotWant,
@@ -252,7 +258,7 @@ export class RedisLimiter implements Limiter {
           limit,
           next: rpmC0 + 1,
           end: rpmC0 + rpmGrant,
-          usableUntil: sentAt + this.leaseMs,
+          usableUntil: sentAt + leaseMs,
           remainingAtGrant: remaining,
           resetAt: sentAt + resetMs,
         };
@@ -286,7 +292,7 @@ export class RedisLimiter implements Limiter {
           capacity: slot.capacity,
           ttlMs: slot.ttlMs,
           free,
-          usableUntil: sentAt + this.leaseMs,
+          usableUntil: sentAt + leaseMs,
           expiresAtMs,
         };
         c.blocks.push(block);
