@@ -23,6 +23,24 @@ const ERROR_KEY = bytes('error"');
 const NULL = bytes('null');
 
 /**
+ * Each byte's class for the data-line loop: one table load and one compare for the ordinary byte
+ * instead of four compares: a 230-byte chat chunk in a loop, 8 interleaved rounds, took 0.70-1.22
+ * µs before and 0.63-0.97 after (best 0.696 → 0.628) on session 17's noisy host. In `perf` of 8
+ * back-to-back streams this function was the gateway's largest JavaScript item (~1.9 µs a chunk
+ * there, ~190 µs a 100-chunk stream).
+ */
+const PLAIN = 0;
+const LINE_END = 1;
+const REFUSE = 2;
+const QUOTE_MARK = 3;
+const HIGH = 4;
+const BYTE_CLASS = new Uint8Array(256);
+BYTE_CLASS[LF] = LINE_END;
+BYTE_CLASS[CR] = REFUSE;
+BYTE_CLASS[QUOTE] = QUOTE_MARK;
+BYTE_CLASS.fill(HIGH, 0x80);
+
+/**
  * The number of events in `chunk` when it is nothing but whole events of the one shape the chat
  * relay writes back unchanged (`data: <one line>\n\n`, no `\r`), none of them `[DONE]`, none with
  * an `"error"` and every `"usage"` in it followed by `: null`; otherwise -1, and the caller takes
@@ -79,15 +97,25 @@ function wholeEvents(chunk: Uint8Array, mustRead: readonly Uint8Array[] | null):
     }
     if (!at(chunk, pos, DATA)) return -1;
     const start = pos + DATA.length;
+    const quotes = mustRead === null;
     let i = start;
     for (; i < n; i++) {
-      const c = chunk[i]!;
-      if (c === LF) break;
-      if (c === CR) return -1;
-      if (c >= 0x80) ascii = false;
-      if (c === QUOTE && mustRead === null) {
-        if (at(chunk, i + 1, ERROR_KEY)) return -1;
-        if (at(chunk, i + 1, USAGE_KEY) && !nullAfter(chunk, i + 1 + USAGE_KEY.length)) return -1;
+      const k = BYTE_CLASS[chunk[i]!]!;
+      if (k === PLAIN) continue;
+      if (k === LINE_END) break;
+      if (k === REFUSE) return -1;
+      if (k === HIGH) {
+        ascii = false;
+      } else if (quotes) {
+        // A quote: the chat relay must read an "error" and a "usage" that is not null.
+        const next = chunk[i + 1];
+        if (next === ERROR_KEY[0] && at(chunk, i + 1, ERROR_KEY)) return -1;
+        if (
+          next === USAGE_KEY[0] &&
+          at(chunk, i + 1, USAGE_KEY) &&
+          !nullAfter(chunk, i + 1 + USAGE_KEY.length)
+        )
+          return -1;
       }
     }
     // No line end, or a second line (another data: line, an id: field) before the blank line.
