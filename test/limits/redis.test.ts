@@ -173,12 +173,13 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     await Promise.all([a.close(), b.close()]);
   });
 
-  it('serves a warm bucket and channel (16 requests a second, one at a time) mostly from blocks, and gives back what they did not use', async () => {
+  it('serves a warm bucket and channel (~20 requests a second, one at a time) mostly from blocks, and gives back what they did not use', async () => {
     const prefix = `${RUN_PREFIX}blocks-warm:`;
     const limiter = await limiterAt(prefix);
     let admitted = 0;
     const leases: SlotLease[] = [];
-    // 2 s of requests 62 ms apart: never 4 in a 100 ms period (hot), 16 a second (warm).
+    // ~2 s of requests 50 ms apart (slower under load): never 4 in a 100 ms period (hot), up to
+    // 20 a second (warm).
     for (let i = 0; i < 32; i++) {
       const r = await limiter.hitRpmAndAcquire('rpm:m:acct:warm', 1_000_000, {
         channelId: 'warm-ch',
@@ -191,12 +192,13 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
       leases.push(r.slot as SlotLease);
       // Each request holds its slot for ~4 requests' time, as a stream would.
       if (leases.length > 4) await limiter.releaseSlot(leases.shift()!);
-      await sleep(62);
+      await sleep(50);
     }
-    // The first second is cold (exact, 8+ calls); after it, a warm block covers ~8 requests.
-    expect(limiter.counts.calls).toBeLessThan(24);
-    expect(limiter.counts.blockHits).toBeGreaterThan(6);
-    expect(limiter.counts.lentSlots).toBeGreaterThan(6);
+    // The first ~8 calls are cold (exact); after them a warm block covers ~10 requests: 10-12
+    // calls in five runs, 32 before warm blocks.
+    expect(limiter.counts.calls).toBeLessThan(16);
+    expect(limiter.counts.blockHits).toBeGreaterThan(16);
+    expect(limiter.counts.lentSlots).toBeGreaterThan(16);
     for (const lease of leases) await limiter.releaseSlot(lease);
     // A warm block lives 5 lease periods; after it the sweep gives back what it held unused.
     await sleep(8 * LEASE_MS);
