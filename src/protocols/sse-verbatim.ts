@@ -78,6 +78,8 @@ function wholeEvents(chunk: Uint8Array, mustRead: readonly Uint8Array[] | null):
   let events = 0;
   let pos = 0;
   let ascii = true;
+  // The chat relay's test reads the keys after each quote; the named-event one does not.
+  const quotes = mustRead === null;
   while (pos < n) {
     if (mustRead !== null) {
       if (!at(chunk, pos, EVENT)) return -1;
@@ -97,7 +99,6 @@ function wholeEvents(chunk: Uint8Array, mustRead: readonly Uint8Array[] | null):
     }
     if (!at(chunk, pos, DATA)) return -1;
     const start = pos + DATA.length;
-    const quotes = mustRead === null;
     let i = start;
     for (; i < n; i++) {
       const k = BYTE_CLASS[chunk[i]!]!;

@@ -110,6 +110,23 @@ export const E2E_CONFIG = (mockUrl: string): Record<string, string> => ({
 });
 
 /**
+ * `base` plus one chat model `name` on channel oa-main (upstream `<name>-up`, ¥1 in and out): the
+ * limits suites add a model of their own RPM this way.
+ */
+export function withChatModel(base: Record<string, string>, name: string): Record<string, string> {
+  return {
+    ...base,
+    'models.yaml': `${base['models.yaml']}  - name: ${name}
+    owned_by: acme
+    endpoints: [chat]
+    max_output_tokens: 100
+    channels: [{ channel: oa-main, upstream_model: ${name}-up }]
+`,
+    'prices.yaml': `${base['prices.yaml']}  - { model: ${name}, input: 1, output: 1 }\n`,
+  };
+}
+
+/**
  * E2E_CONFIG plus a model limited to 7 RPM (`rpm7`) and a model (`cap3-model`) whose only channel,
  * `capChannel`, has capacity 3: the protection-layer suites share it.
  */

@@ -2,22 +2,14 @@
 // fails two checks gets the earlier one's error, and a request refused early spends nothing a
 // later check counts (an RPM slot, a reservation, an upstream call).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { E2E_CONFIG, startHarness, type Harness } from './harness.ts';
+import { E2E_CONFIG, startHarness, withChatModel, type Harness } from './harness.ts';
 
 const SOURCE = 'ip:127.0.0.1';
 
 /** E2E_CONFIG plus a model limited to 2 RPM per account. */
 function files(mockUrl: string): Record<string, string> {
-  const base = E2E_CONFIG(mockUrl);
   return {
-    ...base,
-    'models.yaml': `${base['models.yaml']}  - name: rpm2
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: oa-main, upstream_model: rpm2-up }]
-`,
-    'prices.yaml': `${base['prices.yaml']}  - { model: rpm2, input: 1, output: 1 }\n`,
+    ...withChatModel(E2E_CONFIG(mockUrl), 'rpm2'),
     'limits.yaml': `limits:
   rpm:
     scope: account

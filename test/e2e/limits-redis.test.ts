@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
 import type { GatewayLimiter } from '../../src/limits/resilient-limiter.ts';
-import { e2eStore, limitsConfig, startHarness, type Harness } from './harness.ts';
+import { e2eStore, limitsConfig, startHarness, withChatModel, type Harness } from './harness.ts';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const PREFIX = `sy-e2e-${randomBytes(4).toString('hex')}:`;
@@ -39,17 +39,9 @@ if (!redisUp) {
 
 /** The limits config plus `rpm300`: a limit high enough that hot buckets take blocks (0031). */
 function files(mockUrl: string): Record<string, string> {
-  const base = limitsConfig(mockUrl, 'shared3');
+  const base = withChatModel(limitsConfig(mockUrl, 'shared3'), 'rpm300');
   return {
     ...base,
-    'models.yaml': `${base['models.yaml']}  - name: rpm300
-    owned_by: acme
-    endpoints: [chat]
-    max_output_tokens: 100
-    channels: [{ channel: oa-main, upstream_model: rpm300-up }]
-`,
-    'prices.yaml': `${base['prices.yaml']}  - { model: rpm300, input: 1, output: 1 }
-`,
     'limits.yaml': base['limits.yaml']!.replace('rpm7: 7 }', 'rpm7: 7, rpm300: 300 }'),
   };
 }
