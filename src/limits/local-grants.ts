@@ -69,6 +69,13 @@ export class Demand {
     this.lastCallAt = now;
   }
 
+  /**
+   * Whether a call came within `ms` (the sweep renews blocks only for entries still called).
+   */
+  calledWithin(ms: number, now: number): boolean {
+    return now - this.lastCallAt < ms;
+  }
+
   /** Calls seen in the last whole period or this one, whichever is more. */
   rate(): number {
     return Math.max(this.lastPeriod, this.thisPeriod);
@@ -98,12 +105,35 @@ export class Demand {
   }
 }
 
+/**
+ * Whether a block that still serves should have its successor asked for now: three quarters of
+ * what it holds are handed out, or what is left of its lease is a quarter of it or `horizonMs`
+ * (the sweep's period, for the sweep's own asks: the block would end before the next sweep).
+ */
+function endsSoon(
+  block: { readonly grantedAt: number; readonly usableUntil: number; readonly size: number },
+  left: number,
+  now: number,
+  horizonMs: number,
+): boolean {
+  const lasts = block.usableUntil - now;
+  return (
+    lasts > 0 &&
+    (4 * left <= block.size ||
+      lasts <= Math.max((block.usableUntil - block.grantedAt) / 4, horizonMs))
+  );
+}
+
 /** RPM hits reserved in Redis (dated at the grant plus the lease) for this process to admit. */
 export interface RpmBlock {
   readonly limit: number;
   /** Counter of the next member to hand out; the block holds [next, end). */
   next: number;
   readonly end: number;
+  /** Hits the block was granted with. */
+  readonly size: number;
+  /** performance.now() when it was asked for. */
+  readonly grantedAt: number;
   /** performance.now() after which no hit of the block may be admitted (sent + leaseMs). */
   readonly usableUntil: number;
   /** Remaining in the window at the grant, the block already subtracted. */
@@ -113,7 +143,25 @@ export interface RpmBlock {
 }
 
 export class BucketGrants extends Demand {
-  block: RpmBlock | null = null;
+  /**
+   * Blocks that may still admit, oldest first: the one in use and the one asked for ahead of its
+   * end. Hits come from the oldest that serves; each is dated by its own grant (decision 0031).
+   */
+  blocks: RpmBlock[] = [];
+
+  /** Whether to ask for the next block now: the newest ends soon and none is on its way. */
+  renewsAhead(limit: number, now: number, horizonMs: number): boolean {
+    const newest = this.newest();
+    if (newest === null || this.pending !== null || newest.limit !== limit) return false;
+    let left = 0;
+    for (const block of this.blocks) if (now < block.usableUntil) left += block.end - block.next;
+    return endsSoon(newest, left, now, horizonMs);
+  }
+
+  /** The block granted last, or null. */
+  newest(): RpmBlock | null {
+    return this.blocks[this.blocks.length - 1] ?? null;
+  }
 
   /**
    * Hits worth asking for in one block: twice the recent rate when hot, twice a warm block's
@@ -131,6 +179,10 @@ export interface SlotBlock {
   readonly ttlMs: number;
   /** Tokens held and not lent. A lent token comes back here while the block is usable. */
   readonly free: string[];
+  /** Tokens the block was granted with. */
+  readonly size: number;
+  /** performance.now() when it was asked for. */
+  readonly grantedAt: number;
   /** performance.now() after which the block lends nothing (sent + leaseMs). */
   readonly usableUntil: number;
   readonly expiresAtMs: number;
@@ -143,13 +195,32 @@ export class ChannelGrants extends Demand {
   inUse = 0;
 
   /**
-   * Slots worth holding: twice those in use plus two when hot; when warm, twice the acquisitions
-   * a warm block's lease expects (those in use are mostly held by long requests, not new ones);
-   * 1 (exact) when cold.
+   * Slots worth holding: when hot, twice those in use plus two, or twice the acquisitions of a
+   * period if more (requests that come in waves have released theirs when the next block is asked
+   * for ahead, between waves); when warm, twice the acquisitions a warm block's lease expects
+   * (those in use are mostly held by long requests, not new ones); 1 (exact) when cold.
    */
   want(now: number): number {
-    if (this.hot(now)) return Math.min(MAX_BLOCK, Math.max(HOT_CALLS, 2 * this.inUse + 2));
+    if (this.hot(now))
+      return Math.min(MAX_BLOCK, Math.max(HOT_CALLS, 2 * this.inUse + 2, 2 * this.rate()));
     return this.warm(now) ? this.warmWant() : 1;
+  }
+
+  /**
+   * Whether to ask for the next block now: the newest block (one asked for ahead is the newest)
+   * ends soon, counting the free tokens of every block that still lends, and none is on its way.
+   */
+  renewsAhead(capacity: number, now: number, horizonMs: number): boolean {
+    const newest = this.newest();
+    if (newest === null || this.pending !== null || newest.capacity !== capacity) return false;
+    let free = 0;
+    for (const block of this.blocks) if (now < block.usableUntil) free += block.free.length;
+    return endsSoon(newest, free, now, horizonMs);
+  }
+
+  /** The block granted last (a block asked for ahead is the newest), or null. */
+  newest(): SlotBlock | null {
+    return this.blocks[this.blocks.length - 1] ?? null;
   }
 
   /** A free token of a usable block made for this capacity and at least this ttl, or null. */

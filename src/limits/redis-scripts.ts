@@ -44,12 +44,13 @@ end
  * KEYS[1] the RPM bucket zset (score = time the hit counts from, member unique per hit), KEYS[2]
  * the channel's slot zset (score = expiry, member = lease token).
  * ARGV limit (-1: no RPM hit), windowMs, rpmWant, tag, rpmC0, leaseMs, capacity (-1: no slot),
- * ttlMs, slotWant, slotC0.
+ * ttlMs, slotWant, slotC0, ahead (1: a block asked for ahead of need, with no request of its own).
  *
  * RPM: when fewer than `limit` hits count in the window, this hit is counted at now and, if a
  * block is granted, grant - 1 more at now + leaseMs: the caller uses them only within leaseMs of
  * sending, so each counts for at least a full window after its real admission. Rejected hits
- * are not counted.
+ * are not counted. Ahead, no hit is counted at now: the whole grant is dated at now + leaseMs, and
+ * a grant below 2 is none (the block is a spare; the request that needs a hit asks for its own).
  * Slot: expired leases are purged (a process that died holding them), then, under capacity, the
  * lease (and a block's others) is held until now + ttlMs, plus leaseMs for a block.
  *
@@ -59,6 +60,7 @@ end
  */
 const HIT_AND_TAKE = `${NOW}${ADD_MEMBERS}
 local tag, lease = ARGV[4], tonumber(ARGV[6])
+local ahead = ARGV[11] == '1'
 local limit = tonumber(ARGV[1])
 local allowed, remaining, reset, rpmGrant = 1, 0, 0, 0
 if limit >= 0 then
@@ -69,8 +71,13 @@ if limit >= 0 then
   if count < limit then
     local c0 = tonumber(ARGV[5])
     rpmGrant = grantOf(tonumber(ARGV[3]), limit - count)
-    redis.call('ZADD', key, now, string.format('%s%d', tag, c0))
-    if rpmGrant > 1 then addMembers(key, now + lease, tag, c0 + 1, rpmGrant - 1) end
+    if ahead then
+      if rpmGrant < 2 then rpmGrant = 0 end
+      addMembers(key, now + lease, tag, c0, rpmGrant)
+    else
+      redis.call('ZADD', key, now, string.format('%s%d', tag, c0))
+      if rpmGrant > 1 then addMembers(key, now + lease, tag, c0 + 1, rpmGrant - 1) end
+    end
     extendTo(key, window + lease)
     allowed, remaining = 1, limit - count - rpmGrant
   end
@@ -95,6 +102,9 @@ local slotGrant = grantOf(tonumber(ARGV[9]), capacity - held)
 if slotGrant > 1 then
   local room = math.floor(capacity / 2) - held
   if room < 2 then slotGrant = 1 elseif slotGrant > room then slotGrant = room end
+end
+if ahead and slotGrant < 2 then
+  return {allowed, remaining, reset, rpmGrant, -2, 0, held}
 end
 local expiry = now + ttl
 if slotGrant > 1 then expiry = expiry + lease end
@@ -200,6 +210,7 @@ export type LimiterCommands = {
     ttlMs: number,
     slotWant: number,
     slotC0: number,
+    ahead: 0 | 1,
   ): Reply;
   syRenewSlot(key: string, ttlMs: number, token: string): Reply;
   sySlotsInUse(key: string): Reply;

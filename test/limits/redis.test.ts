@@ -200,10 +200,45 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     expect(limiter.counts.blockHits).toBeGreaterThan(16);
     expect(limiter.counts.lentSlots).toBeGreaterThan(16);
     for (const lease of leases) await limiter.releaseSlot(lease);
-    // A warm block lives 5 lease periods; after it the sweep gives back what it held unused.
-    await sleep(8 * LEASE_MS);
+    // A warm block lives 5 lease periods, and the sweep may renew it once more within that time of
+    // the last call; after those the sweep gives back what they held unused.
+    await sleep(12 * LEASE_MS);
     expect(await admin!.zcard(`${prefix}rpm:m:acct:warm`)).toBe(admitted);
     expect(await admin!.zcard(`${prefix}slots:warm-ch`)).toBe(0);
+    await limiter.close();
+  });
+
+  it('has the next block at hand when requests come in waves (8 at once every ~100 ms): after the first waves none waits for Redis', async () => {
+    const prefix = `${RUN_PREFIX}blocks-waves:`;
+    const limiter = await limiterAt(prefix);
+    const slot = { channelId: 'waves-ch', capacity: 1_000, ttlMs: 60_000 };
+    let admitted = 0;
+    let callsAfterWarmUp = 0;
+    for (let wave = 0; wave < 16; wave++) {
+      const before = limiter.counts.calls;
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () =>
+          limiter.hitRpmAndAcquire('rpm:m:acct:waves', 1_000_000, slot),
+        ),
+      );
+      for (const r of results) {
+        expect(r.rpm.allowed).toBe(true);
+        admitted++;
+        // Each request holds its slot until the next wave, as 8 streams back to back do.
+        if (typeof r.slot === 'object')
+          setTimeout(() => void limiter.releaseSlot(r.slot as SlotLease), 90);
+      }
+      if (wave >= 4) callsAfterWarmUp += limiter.counts.calls - before;
+      await sleep(100);
+    }
+    // Each wave found its block ended and made a call before the sweep asked ahead (16 waves, 16+
+    // calls); now the sweep renews blocks between waves: 0-1 calls after warm-up in five runs.
+    expect(callsAfterWarmUp).toBeLessThan(4);
+    expect(limiter.counts.ahead).toBeGreaterThan(4);
+    // Once the blocks end, Redis holds exactly the hits admitted and no slot.
+    await sleep(8 * LEASE_MS);
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:waves`)).toBe(admitted);
+    expect(await admin!.zcard(`${prefix}slots:waves-ch`)).toBe(0);
     await limiter.close();
   });
 
