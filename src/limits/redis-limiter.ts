@@ -309,7 +309,7 @@ export class RedisLimiter implements Limiter {
       expiresAtMs,
     };
     if (c !== null) {
-      c.inUse++;
+      c.took();
       if (slotGrant > 1) {
         const free: string[] = [];
         for (let i = slotGrant - 1; i >= 1; i--) free.push(this.tag + String(slotC0 + i));
@@ -377,9 +377,10 @@ export class RedisLimiter implements Limiter {
       slotC0,
       1,
     );
-    // Registered before any waiter's: the block is in place when a call waiting on `pending` resumes.
-    const done = reply.then(
-      (r) =>
+    // Registered before any waiter's: the block is in place when a call waiting on `pending`
+    // resumes. Never rejects: a failed call or an unexpected reply files nothing.
+    const done = reply
+      .then((r) =>
         this.tookAhead(r, {
           bucket,
           limit,
@@ -391,8 +392,8 @@ export class RedisLimiter implements Limiter {
           sentAt: now,
           leaseMs,
         }),
-      () => undefined,
-    );
+      )
+      .catch(() => undefined);
     const settled = done.finally(() => {
       if (rpm !== null && rpm.pending === settled) rpm.pending = null;
       if (slots !== null && slots.pending === settled) slots.pending = null;
@@ -492,7 +493,7 @@ export class RedisLimiter implements Limiter {
   private lendLocally(c: ChannelGrants, slot: SlotRequest, now: number): SlotLease | null {
     const got = c.lend(slot.capacity, slot.ttlMs, now);
     if (got === null) return null;
-    c.inUse++;
+    c.took();
     this.counts.lentSlots++;
     const lease: SlotLease = {
       channelId: slot.channelId,
