@@ -219,31 +219,16 @@ export class RedisLimiter implements Limiter {
     // A call that finds a block request in flight and no block asks for itself alone.
     const rpmWant = bucket === null ? 0 : b !== null && b.pending === null ? b.want(sentAt) : 1;
     const slotWant = slot === null ? 0 : c !== null && c.pending === null ? c.want(sentAt) : 1;
-    const rpmC0 = this.reserve(rpmWant);
-    const slotC0 = this.reserve(slotWant);
-    // A warm bucket's or channel's block lives WARM_LEASES lease periods (local-grants.ts); both
-    // blocks of one call share its lease.
-    const warm =
-      (rpmWant > 1 && b !== null && b.warm(sentAt)) ||
-      (slotWant > 1 && c !== null && c.warm(sentAt));
-    const leaseMs = warm ? this.leaseMs * WARM_LEASES : this.leaseMs;
-    const bucketKey = bucket === null ? null : this.prefix + bucket;
-    const slotKey = slot === null ? null : this.slotKey(slot.channelId);
     this.counts.calls++;
-    const call = this.client.syHitAndTake(
-      // A key the script does not read stands in for the other.
-      bucketKey ?? slotKey ?? '',
-      slotKey ?? bucketKey ?? '',
-      bucket === null ? -1 : limit,
-      this.windowMs,
-      rpmWant,
-      this.tag,
+    const {
+      reply: call,
       rpmC0,
-      leaseMs,
-      slot === null ? -1 : slot.capacity,
-      slot === null ? 0 : slot.ttlMs,
-      slotWant,
       slotC0,
+      leaseMs,
+    } = this.send(
+      bucket === null ? null : { bucket, limit, want: rpmWant, b },
+      slot === null ? null : { slot, want: slotWant, c },
+      sentAt,
       0,
     );
     if (b !== null && rpmWant > 1) b.pending = call;
@@ -277,16 +262,8 @@ export class RedisLimiter implements Limiter {
           };
     if (b !== null && bucket !== null && rpmWant > 1) {
       if (rpmGrant > 1) {
-        b.blocks.push({
-          limit,
-          next: rpmC0 + 1,
-          end: rpmC0 + rpmGrant,
-          size: rpmGrant,
-          grantedAt: sentAt,
-          usableUntil: sentAt + leaseMs,
-          remainingAtGrant: remaining,
-          resetAt: sentAt + resetMs,
-        });
+        // The first hit is this request's; the block admits the others.
+        b.blocks.push(rpmBlock(limit, rpmC0, 1, rpmGrant, sentAt, leaseMs, remaining, resetMs));
         this.startSweep();
       } else {
         b.exactUntil = performance.now() + this.leaseMs;
@@ -311,17 +288,8 @@ export class RedisLimiter implements Limiter {
     if (c !== null) {
       c.took();
       if (slotGrant > 1) {
-        const free: string[] = [];
-        for (let i = slotGrant - 1; i >= 1; i--) free.push(this.tag + String(slotC0 + i));
-        const block: SlotBlock = {
-          capacity: slot.capacity,
-          ttlMs: slot.ttlMs,
-          free,
-          size: slotGrant,
-          grantedAt: sentAt,
-          usableUntil: sentAt + leaseMs,
-          expiresAtMs,
-        };
+        // The first token is this request's lease; the block lends the others.
+        const block = this.slotBlock(slot, slotC0, 1, slotGrant, sentAt, leaseMs, expiresAtMs);
         c.blocks.push(block);
         this.lent.set(lease, block);
         this.startSweep();
@@ -355,26 +323,11 @@ export class RedisLimiter implements Limiter {
     const rpm = rpmWant > 1 && bucket !== null && b !== null ? b : null;
     const slots = slotWant > 1 && slot !== null && c !== null ? c : null;
     if (rpm === null && slots === null) return;
-    const rpmC0 = this.reserve(rpm === null ? 0 : rpmWant);
-    const slotC0 = this.reserve(slots === null ? 0 : slotWant);
-    const warm = (rpm !== null && rpm.warm(now)) || (slots !== null && slots.warm(now));
-    const leaseMs = warm ? this.leaseMs * WARM_LEASES : this.leaseMs;
-    const bucketKey = rpm === null || bucket === null ? null : this.prefix + bucket;
-    const slotKey = slots === null || slot === null ? null : this.slotKey(slot.channelId);
     this.counts.ahead++;
-    const reply = this.client.syHitAndTake(
-      bucketKey ?? slotKey ?? '',
-      slotKey ?? bucketKey ?? '',
-      bucketKey === null ? -1 : limit,
-      this.windowMs,
-      rpmWant,
-      this.tag,
-      rpmC0,
-      leaseMs,
-      slotKey === null || slot === null ? -1 : slot.capacity,
-      slotKey === null || slot === null ? 0 : slot.ttlMs,
-      slotWant,
-      slotC0,
+    const { reply, rpmC0, slotC0, leaseMs } = this.send(
+      rpm === null || bucket === null ? null : { bucket, limit, want: rpmWant, b: rpm },
+      slots === null || slot === null ? null : { slot, want: slotWant, c: slots },
+      now,
       1,
     );
     // Registered before any waiter's: the block is in place when a call waiting on `pending`
@@ -416,16 +369,7 @@ export class RedisLimiter implements Limiter {
       number,
     ];
     if (b !== null && bucket !== null) {
-      const block: RpmBlock = {
-        limit,
-        next: rpmC0,
-        end: rpmC0 + rpmGrant,
-        size: rpmGrant,
-        grantedAt: sentAt,
-        usableUntil: sentAt + leaseMs,
-        remainingAtGrant: remaining,
-        resetAt: sentAt + resetMs,
-      };
+      const block = rpmBlock(limit, rpmC0, 0, rpmGrant, sentAt, leaseMs, remaining, resetMs);
       // Not granted: the limit is near, so calls go to Redis alone for a lease period.
       if (rpmGrant < 2) b.exactUntil = performance.now() + this.leaseMs;
       else if (this.closed) this.returnHits(bucket, block);
@@ -433,18 +377,7 @@ export class RedisLimiter implements Limiter {
     }
     if (c !== null && slot !== null) {
       if (slotGrant > 1) {
-        const free: string[] = [];
-        for (let i = slotGrant - 1; i >= 0; i--) free.push(this.tag + String(slotC0 + i));
-        const block: SlotBlock = {
-          capacity: slot.capacity,
-          ttlMs: slot.ttlMs,
-          free,
-          size: slotGrant,
-          grantedAt: sentAt,
-          usableUntil: sentAt + leaseMs,
-          expiresAtMs,
-        };
-        c.blocks.push(block);
+        c.blocks.push(this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs));
       } else {
         c.exactUntil = performance.now() + this.leaseMs;
       }
@@ -458,6 +391,68 @@ export class RedisLimiter implements Limiter {
     // Closed while the call was out: what it was granted goes back at once.
     if (this.closed) void this.flushReturns();
     else this.startSweep();
+  }
+
+  /**
+   * One HIT_AND_TAKE script call, for the hits (`hits` null: none) and the slot (null: none):
+   * reserves the counters of the members it may grant and picks the lease, longer when a block
+   * is asked for a warm bucket or channel (WARM_LEASES, local-grants.ts); both blocks of one call
+   * share it. `ahead` 1: a block asked for ahead of need (the script counts no hit at now).
+   */
+  private send(
+    hits: { bucket: string; limit: number; want: number; b: BucketGrants | null } | null,
+    slots: { slot: SlotRequest; want: number; c: ChannelGrants | null } | null,
+    now: number,
+    ahead: 0 | 1,
+  ): { reply: Promise<unknown>; rpmC0: number; slotC0: number; leaseMs: number } {
+    const rpmC0 = this.reserve(hits?.want ?? 0);
+    const slotC0 = this.reserve(slots?.want ?? 0);
+    const warm =
+      (hits !== null && hits.want > 1 && hits.b !== null && hits.b.warm(now)) ||
+      (slots !== null && slots.want > 1 && slots.c !== null && slots.c.warm(now));
+    const leaseMs = warm ? this.leaseMs * WARM_LEASES : this.leaseMs;
+    const bucketKey = hits === null ? null : this.prefix + hits.bucket;
+    const slotKey = slots === null ? null : this.slotKey(slots.slot.channelId);
+    const reply = this.client.syHitAndTake(
+      // A key the script does not read stands in for the other.
+      bucketKey ?? slotKey ?? '',
+      slotKey ?? bucketKey ?? '',
+      hits === null ? -1 : hits.limit,
+      this.windowMs,
+      hits?.want ?? 0,
+      this.tag,
+      rpmC0,
+      leaseMs,
+      slots === null ? -1 : slots.slot.capacity,
+      slots === null ? 0 : slots.slot.ttlMs,
+      slots?.want ?? 0,
+      slotC0,
+      ahead,
+    );
+    return { reply, rpmC0, slotC0, leaseMs };
+  }
+
+  /** A block of `grant` slot tokens from counter c0, lending those from c0 + `from` on. */
+  private slotBlock(
+    slot: SlotRequest,
+    c0: number,
+    from: number,
+    grant: number,
+    sentAt: number,
+    leaseMs: number,
+    expiresAtMs: number,
+  ): SlotBlock {
+    const free: string[] = [];
+    for (let i = grant - 1; i >= from; i--) free.push(this.tag + String(c0 + i));
+    return {
+      capacity: slot.capacity,
+      ttlMs: slot.ttlMs,
+      free,
+      size: grant,
+      grantedAt: sentAt,
+      usableUntil: sentAt + leaseMs,
+      expiresAtMs,
+    };
   }
 
   /** A hit from the bucket's block, or null (no usable block: it ended or the limit changed). */
@@ -872,6 +867,29 @@ export class RedisLimiter implements Limiter {
   private versionKey(): string {
     return `${this.prefix}bl-version`;
   }
+}
+
+/** A block of `grant` RPM hits from counter c0, admitting those from c0 + `from` on. */
+function rpmBlock(
+  limit: number,
+  c0: number,
+  from: number,
+  grant: number,
+  sentAt: number,
+  leaseMs: number,
+  remainingAtGrant: number,
+  resetMs: number,
+): RpmBlock {
+  return {
+    limit,
+    next: c0 + from,
+    end: c0 + grant,
+    size: grant,
+    grantedAt: sentAt,
+    usableUntil: sentAt + leaseMs,
+    remainingAtGrant,
+    resetAt: sentAt + resetMs,
+  };
 }
 
 function integer(reply: unknown): number {
