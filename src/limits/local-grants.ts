@@ -152,6 +152,8 @@ export class BucketGrants extends Demand {
    * end. Hits come from the oldest that serves; each is dated by its own grant (decision 0031).
    */
   blocks: RpmBlock[] = [];
+  /** The limit the latest call asked with: the sweep renews blocks for it. */
+  limit = 0;
 
   /** Whether to ask for the next block now: the newest ends soon and none is on its way. */
   renewsAhead(limit: number, now: number, horizonMs: number): boolean {
@@ -197,6 +199,9 @@ export class ChannelGrants extends Demand {
   blocks: SlotBlock[] = [];
   /** Leases of this channel held by requests in this process. */
   inUse = 0;
+  /** The slot the latest call asked for (capacity, ttl): the sweep renews blocks for it. */
+  asked: { readonly channelId: string; readonly capacity: number; readonly ttlMs: number } | null =
+    null;
   /** The most leases held at once in this period and the last. */
   private peakThis = 0;
   private peakLast = 0;

@@ -163,6 +163,9 @@ export class RedisLimiter implements Limiter {
     const leasing = this.leaseMs > 0;
     const b = leasing && bucket !== null ? this.bucketGrants(bucket, now) : null;
     const c = leasing && slot !== null ? this.channelGrants(slot.channelId, now) : null;
+    // What the sweep renews with: the latest call's limit and slot (a reload may change them).
+    if (b !== null) b.limit = limit;
+    if (c !== null && slot !== null) c.asked = slot;
     let rpm: RpmResult | null = bucket === null ? NO_RPM : null;
     if (b !== null && bucket !== null) {
       for (;;) {
@@ -322,7 +325,7 @@ export class RedisLimiter implements Limiter {
       slot !== null && c !== null && c.renewsAhead(slot.capacity, now, horizonMs) ? c.want(now) : 0;
     const rpm = rpmWant > 1 && bucket !== null && b !== null ? b : null;
     const slots = slotWant > 1 && slot !== null && c !== null ? c : null;
-    if (rpm === null && slots === null) return;
+    if ((rpm === null && slots === null) || this.closed) return;
     this.counts.ahead++;
     const { reply, rpmC0, slotC0, leaseMs } = this.send(
       rpm === null || bucket === null ? null : { bucket, limit, want: rpmWant, b: rpm },
@@ -331,7 +334,9 @@ export class RedisLimiter implements Limiter {
       1,
     );
     // Registered before any waiter's: the block is in place when a call waiting on `pending`
-    // resumes. Never rejects: a failed call or an unexpected reply files nothing.
+    // resumes. Never rejects: a failed call files nothing, and its entries go exact for a lease
+    // (as after a failed block request in remote()), so calls waiting on it then go to Redis (or
+    // the fallback) alone instead of asking for another block and waiting out a second timeout.
     const done = reply
       .then((r) =>
         this.tookAhead(r, {
@@ -346,7 +351,18 @@ export class RedisLimiter implements Limiter {
           leaseMs,
         }),
       )
-      .catch(() => undefined);
+      .catch(() => {
+        const exactUntil = performance.now() + this.leaseMs;
+        if (rpm !== null) rpm.exactUntil = exactUntil;
+        if (slots !== null) slots.exactUntil = exactUntil;
+        // Redis may have run the script though the reply failed (a timeout): the members it may
+        // have added go back (a ZREM of a member never added does nothing), rather than count
+        // against the limit for a whole window.
+        if (rpm !== null && bucket !== null)
+          this.queueReturn(this.prefix + bucket, this.members(rpmC0, rpmWant));
+        if (slots !== null && slot !== null)
+          this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotWant));
+      });
     const settled = done.finally(() => {
       if (rpm !== null && rpm.pending === settled) rpm.pending = null;
       if (slots !== null && slots.pending === settled) slots.pending = null;
@@ -376,17 +392,20 @@ export class RedisLimiter implements Limiter {
       else b.blocks.push(block);
     }
     if (c !== null && slot !== null) {
-      if (slotGrant > 1) {
-        c.blocks.push(this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs));
-      } else {
-        c.exactUntil = performance.now() + this.leaseMs;
-      }
-      // Past half the channel, the slots this process holds unused go back now (as in remote()).
-      if (held * 2 >= slot.capacity || this.closed) {
+      // Past half the channel, the slots this process holds unused go back now (as in remote();
+      // the new block stays: the script granted it within half).
+      if ((held * 2 >= slot.capacity && c.blocks.length > 0) || this.closed) {
         this.endSlotBlocks(slot.channelId, c, Infinity);
         c.exactUntil = performance.now() + this.leaseMs;
         void this.flushReturns();
       }
+      if (slotGrant < 2) c.exactUntil = performance.now() + this.leaseMs;
+      else if (this.closed)
+        this.queueReturn(
+          this.slotKey(slot.channelId),
+          this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs).free,
+        );
+      else c.blocks.push(this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs));
     }
     // Closed while the call was out: what it was granted goes back at once.
     if (this.closed) void this.flushReturns();
@@ -688,6 +707,12 @@ export class RedisLimiter implements Limiter {
     // Unused blocks go back now, so other processes need not wait for their hits and slots.
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;
+    // Block requests in flight first: what they are granted goes back with the rest, not after
+    // the client has quit (it would then be held until its window or ttl ran out).
+    const inFlight: Array<Promise<unknown>> = [];
+    for (const entry of [...this.buckets.values(), ...this.channels.values()])
+      if (entry.pending !== null) inFlight.push(entry.pending.catch(() => undefined));
+    await Promise.all(inFlight);
     for (const [bucket, b] of this.buckets) {
       for (const block of b.blocks.splice(0)) this.returnHits(bucket, block);
     }
@@ -699,6 +724,13 @@ export class RedisLimiter implements Limiter {
     } else {
       this.client.disconnect();
     }
+  }
+
+  /** The member names of counters [c0, c0 + count). */
+  private members(c0: number, count: number): string[] {
+    const names: string[] = [];
+    for (let i = 0; i < count; i++) names.push(this.tag + String(c0 + i));
+    return names;
   }
 
   private unique(): string {
@@ -739,10 +771,8 @@ export class RedisLimiter implements Limiter {
 
   /** A block's hits not handed out go back to Redis with the next batch. */
   private returnHits(bucket: string, block: RpmBlock): void {
-    if (block.next >= block.end) return;
-    const members: string[] = [];
-    for (let i = block.next; i < block.end; i++) members.push(this.tag + String(i));
-    this.queueReturn(this.prefix + bucket, members);
+    if (block.next < block.end)
+      this.queueReturn(this.prefix + bucket, this.members(block.next, block.end - block.next));
   }
 
   /** Ends the bucket's blocks past their lease; their unused hits go back with the next batch. */
@@ -812,23 +842,23 @@ export class RedisLimiter implements Limiter {
       if (
         block !== null &&
         b.calledWithin(this.demandMs(block), now) &&
-        b.renewsAhead(block.limit, now, horizon)
+        b.renewsAhead(b.limit, now, horizon)
       )
-        this.askAhead(bucket, block.limit, b, null, null, now, horizon);
+        this.askAhead(bucket, b.limit, b, null, null, now, horizon);
       if (b.blocks.length === 0 && b.pending === null && now - b.lastCallAt > idleAfter)
         this.buckets.delete(bucket);
     }
     for (const [channelId, c] of this.channels) {
       if (c.blocks.length > 0) this.endSlotBlocks(channelId, c, now);
       const newest = c.newest();
+      const asked = c.asked;
       if (
         newest !== null &&
+        asked !== null &&
         c.calledWithin(this.demandMs(newest), now) &&
-        c.renewsAhead(newest.capacity, now, horizon)
-      ) {
-        const slot = { channelId, capacity: newest.capacity, ttlMs: newest.ttlMs };
-        this.askAhead(null, 0, null, slot, c, now, horizon);
-      }
+        c.renewsAhead(asked.capacity, now, horizon)
+      )
+        this.askAhead(null, 0, null, asked, c, now, horizon);
       if (c.blocks.length === 0 && c.pending === null && now - c.lastCallAt > idleAfter)
         this.channels.delete(channelId);
     }

@@ -82,8 +82,9 @@ if limit >= 0 then
     allowed, remaining = 1, limit - count - rpmGrant
   end
   if allowed == 1 or count > 0 then
+    -- Empty when a block asked ahead was granted nothing on an empty window.
     local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    reset = tonumber(oldest[2]) + window - now
+    if oldest[2] then reset = tonumber(oldest[2]) + window - now end
   end
 end
 local capacity = tonumber(ARGV[7])

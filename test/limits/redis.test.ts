@@ -110,6 +110,10 @@ for (const [backend, leaseMs] of [
 }
 
 const LEASE_MS = 100;
+// Waits for a hot entry's blocks to go back once calls stop: the sweep may renew one for up to
+// 2 leases after the last call (decision 0033), that block ends a lease later, and the next sweep
+// (every quarter lease) returns it: ~3.25 leases, with room for a loaded host's late timers.
+const GIVE_BACK_MS = 6 * LEASE_MS;
 
 /** Fires `total` calls in waves of `wave` concurrent ones, as a busy gateway would. */
 async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): Promise<T[]> {
@@ -126,6 +130,20 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     const lease = await limiter.acquireSlot('ch', capacity, 60_000);
     if (lease !== null) await limiter.releaseSlot(lease);
   });
+}
+
+type Sent = { reply: Promise<unknown>; rpmC0: number; slotC0: number; leaseMs: number };
+/** Passes the reply of each block the limiter asks for ahead (its `send` with `ahead` 1) through `change`. */
+function onAhead(
+  limiter: RedisLimiter,
+  change: (reply: Promise<unknown>) => Promise<unknown>,
+): void {
+  const inside = limiter as unknown as { send: (...args: unknown[]) => Sent };
+  const send = inside.send.bind(limiter);
+  inside.send = (...args: unknown[]) => {
+    const sent = send(...args);
+    return args[3] === 1 ? { ...sent, reply: change(sent.reply) } : sent;
+  };
 }
 
 (redisUp ? describe : describe.skip)('redis limiter blocks for hot buckets and channels', () => {
@@ -165,7 +183,7 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     expect(admitted).toBeLessThanOrEqual(limit);
     // Blocks near the limit shrink to an eighth of what is free, so little is held back.
     expect(admitted).toBeGreaterThan(limit * 0.9);
-    await sleep(4 * LEASE_MS);
+    await sleep(GIVE_BACK_MS);
     expect(await admin!.zcard(`${prefix}rpm:m:acct:1`)).toBe(admitted);
     // What the blocks held back is admitted again now.
     const after = await a.hitRpm('rpm:m:acct:1', limit);
@@ -242,6 +260,91 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     await limiter.close();
   });
 
+  it('dates every hit of a block asked ahead at grant + lease, and asks ahead for nothing when fewer than 2 fit', async () => {
+    const prefix = `${RUN_PREFIX}blocks-ahead-script:`;
+    const limiter = await limiterAt(prefix);
+    const key = `${prefix}rpm:ahead`;
+    const slots = `${prefix}slots:ahead`;
+    const ahead = (limit: number, capacity: number, c0: number): Promise<number[]> =>
+      limiter.client.syHitAndTake(
+        key,
+        slots,
+        limit,
+        WINDOW_MS,
+        16,
+        'T:',
+        c0,
+        LEASE_MS,
+        capacity,
+        60_000,
+        8,
+        c0 + 100,
+        1,
+      ) as Promise<number[]>;
+    const before = Date.now();
+    // [allowed, remaining, resetMs, rpmGrant, expiry, slotGrant, held]
+    const granted = await ahead(1_000, 400, 0);
+    expect(granted[3]).toBe(16);
+    expect(granted[5]).toBe(8);
+    expect(granted[6]).toBe(8);
+    // No hit is counted at now: all 16 are dated a lease later (same host, same clock).
+    const scores = (await admin!.zrange(key, '0', '-1', 'WITHSCORES')).filter(
+      (_, i) => i % 2 === 1,
+    );
+    expect(scores).toHaveLength(16);
+    for (const score of scores) expect(Number(score)).toBeGreaterThanOrEqual(before + LEASE_MS - 5);
+    // 16 counted against a limit of 26, 8 slots held of 20: an eighth of what is free is below 2
+    // for both, so nothing is added.
+    const refused = await ahead(26, 20, 200);
+    expect(refused[3]).toBe(0);
+    expect(refused[4]).toBe(-2);
+    expect(refused[5]).toBe(0);
+    expect(refused[6]).toBe(8);
+    expect(await admin!.zcard(key)).toBe(16);
+    expect(await admin!.zcard(slots)).toBe(8);
+    await limiter.close();
+  });
+
+  it('gives back on close what a block asked ahead was granted while the call was out', async () => {
+    const prefix = `${RUN_PREFIX}blocks-ahead-close:`;
+    const limiter = await limiterAt(prefix);
+    // Blocks asked ahead answer 60 ms late: close() comes while one is out.
+    onAhead(limiter, (reply) => reply.then(async (r) => (await sleep(60), r)));
+    let admitted = 0;
+    const asked = limiter.counts.ahead;
+    while (limiter.counts.ahead === asked) {
+      const wave = await Promise.all(
+        Array.from({ length: 8 }, () => limiter.hitRpm('rpm:m:acct:close', 1_000_000)),
+      );
+      admitted += wave.filter((r) => r.allowed).length;
+      await sleep(20);
+    }
+    await limiter.close();
+    // Every hit held for a block, the one granted to the call out at close included, went back.
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:close`)).toBe(admitted);
+  });
+
+  it('keeps admitting, one call a request, when blocks asked ahead fail', async () => {
+    const prefix = `${RUN_PREFIX}blocks-ahead-fail:`;
+    const limiter = await limiterAt(prefix);
+    // Blocks asked ahead fail on their way back (Redis ran them: their hits go back by ZREM).
+    onAhead(limiter, (reply) => reply.then(() => Promise.reject(new Error('ask-ahead failed'))));
+    let admitted = 0;
+    for (let wave = 0; wave < 12; wave++) {
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => limiter.hitRpm('rpm:m:acct:fail', 1_000_000)),
+      );
+      expect(results.every((r) => r.allowed)).toBe(true);
+      admitted += results.length;
+      await sleep(50);
+    }
+    // The failures were met (no unhandled rejection fails the run) and the counts stay exact.
+    expect(limiter.counts.ahead).toBeGreaterThan(0);
+    await sleep(GIVE_BACK_MS);
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:fail`)).toBe(admitted);
+    await limiter.close();
+  });
+
   it('gives back the hits of a block it did not use when the lease ends', async () => {
     const prefix = `${RUN_PREFIX}blocks-return:`;
     const limiter = await limiterAt(prefix);
@@ -249,7 +352,7 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     const key = `${prefix}rpm:m:acct:1`;
     // The last block's unused hits are held (counted) while it may still hand them out.
     expect(await admin!.zcard(key)).toBeGreaterThan(results.length);
-    await sleep(4 * LEASE_MS);
+    await sleep(GIVE_BACK_MS);
     expect(await admin!.zcard(key)).toBe(results.length);
     await limiter.close();
   });
@@ -288,7 +391,7 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     expect(peak).toBeLessThanOrEqual(capacity);
     expect(await a.slotsInUse('ch')).toBeLessThanOrEqual(capacity);
     expect([...ga, ...gb].filter(Boolean).length).toBeGreaterThan(3000);
-    await sleep(4 * LEASE_MS);
+    await sleep(GIVE_BACK_MS);
     expect(await a.slotsInUse('ch')).toBe(0);
     await Promise.all([a.close(), b.close()]);
   });
@@ -303,7 +406,7 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
     });
     expect(limiter.counts.lentSlots + limiter.counts.calls).toBe(3000);
     expect(limiter.counts.calls).toBeLessThan(300);
-    await sleep(4 * LEASE_MS);
+    await sleep(GIVE_BACK_MS);
     expect(await limiter.slotsInUse('ch')).toBe(0);
     await limiter.close();
   });
