@@ -20,18 +20,39 @@ const WARM_CALLS = 8;
 const LONG_PERIODS = 10;
 export const WARM_LEASES = 5;
 
+/** Calls counted per period of fixed length: the current period's and the last whole one's. */
+class PeriodCount {
+  private start = -Infinity;
+  private current = 0;
+  private last = 0;
+
+  /** Counts one call at `now`; true when it starts a new period. */
+  add(now: number, periodMs: number): boolean {
+    const rolled = now - this.start >= periodMs;
+    if (rolled) {
+      this.last = now - this.start < 2 * periodMs ? this.current : 0;
+      this.current = 0;
+      this.start = now;
+    }
+    this.current++;
+    return rolled;
+  }
+
+  /** This period's count or the last whole one's, whichever is more. */
+  max(): number {
+    return Math.max(this.last, this.current);
+  }
+}
+
 /**
  * Demand for one RPM bucket or one channel's slots, counted per period of `periodMs` (the lease
- * time), and the block request in flight that concurrent calls wait for.
+ * time) and per LONG_PERIODS of them, and the block request in flight that concurrent calls wait
+ * for.
  */
 export class Demand {
-  private periodStart: number;
-  private thisPeriod: number;
-  private lastPeriod: number;
+  private readonly periods = new PeriodCount();
   /** The same over periods LONG_PERIODS times as long, for the warm tier. */
-  private longStart: number;
-  private thisLong: number;
-  private lastLong: number;
+  private readonly longPeriods = new PeriodCount();
   /** A block was asked and not granted (the limit is near): calls go to Redis alone until then. */
   exactUntil: number;
   /** The block request in flight; concurrent calls wait for it rather than ask their own. */
@@ -40,12 +61,6 @@ export class Demand {
   lastCallAt: number;
 
   constructor() {
-    this.periodStart = -Infinity;
-    this.thisPeriod = 0;
-    this.lastPeriod = 0;
-    this.longStart = -Infinity;
-    this.thisLong = 0;
-    this.lastLong = 0;
     this.exactUntil = -Infinity;
     this.pending = null;
     this.lastCallAt = -Infinity;
@@ -53,20 +68,8 @@ export class Demand {
 
   /** Counts one call at `now`. */
   note(now: number, periodMs: number): void {
-    if (now - this.periodStart >= periodMs) {
-      this.lastPeriod = now - this.periodStart < 2 * periodMs ? this.thisPeriod : 0;
-      this.thisPeriod = 0;
-      this.periodStart = now;
-      this.newPeriod();
-    }
-    this.thisPeriod++;
-    const longMs = periodMs * LONG_PERIODS;
-    if (now - this.longStart >= longMs) {
-      this.lastLong = now - this.longStart < 2 * longMs ? this.thisLong : 0;
-      this.thisLong = 0;
-      this.longStart = now;
-    }
-    this.thisLong++;
+    if (this.periods.add(now, periodMs)) this.newPeriod();
+    this.longPeriods.add(now, periodMs * LONG_PERIODS);
     this.lastCallAt = now;
   }
 
@@ -82,12 +85,12 @@ export class Demand {
 
   /** Calls seen in the last whole period or this one, whichever is more. */
   rate(): number {
-    return Math.max(this.lastPeriod, this.thisPeriod);
+    return this.periods.max();
   }
 
   /** Calls seen in the last whole long period or this one, whichever is more. */
   longRate(): number {
-    return Math.max(this.lastLong, this.thisLong);
+    return this.longPeriods.max();
   }
 
   /** Whether a block is worth asking for: the entry is hot and not held exact. */
@@ -109,64 +112,71 @@ export class Demand {
   }
 }
 
-/**
- * Whether a block that still serves should have its successor asked for now: three quarters of
- * what it holds are handed out, or what is left of its lease is a quarter of it or `horizonMs`
- * (the sweep's period, for the sweep's own asks: the block would end before the next sweep).
- */
-function endsSoon(
-  block: { readonly grantedAt: number; readonly usableUntil: number; readonly size: number },
-  left: number,
-  now: number,
-  horizonMs: number,
-): boolean {
-  const lasts = block.usableUntil - now;
-  return (
-    lasts > 0 &&
-    (4 * left <= block.size ||
-      lasts <= Math.max((block.usableUntil - block.grantedAt) / 4, horizonMs))
-  );
+/** What every block has: its size and when it was asked for and stops serving. */
+interface Granted {
+  /** Hits or tokens the block was granted with. */
+  readonly size: number;
+  /** performance.now() when it was asked for. */
+  readonly grantedAt: number;
+  /** performance.now() after which the block serves nothing (sent + leaseMs). */
+  readonly usableUntil: number;
+}
+
+/** Demand plus the blocks held for it, oldest first; a block asked for ahead is the newest. */
+abstract class Grants<B extends Granted> extends Demand {
+  blocks: B[] = [];
+
+  /** What a block still holds to hand out. */
+  protected abstract left(block: B): number;
+
+  /** Whether a block was made for `asked`: the RPM limit, or the channel's capacity. */
+  protected abstract madeFor(block: B, asked: number): boolean;
+
+  /** The block granted last, or null. */
+  newest(): B | null {
+    return this.blocks[this.blocks.length - 1] ?? null;
+  }
+
+  /**
+   * Whether to ask for the next block now: none is on its way, the newest was made for what is
+   * asked now (`asked`: the limit or the capacity), and it ends soon. That is, what is left of its
+   * lease is a quarter of it or `horizonMs` (the sweep's asks: it would end before the next
+   * sweep), or what the blocks that still serve hold is a quarter of its size or less.
+   */
+  renewsAhead(asked: number, now: number, horizonMs: number): boolean {
+    const newest = this.newest();
+    if (newest === null || this.pending !== null || !this.madeFor(newest, asked)) return false;
+    const lasts = newest.usableUntil - now;
+    if (lasts <= 0) return false;
+    if (lasts <= Math.max((newest.usableUntil - newest.grantedAt) / 4, horizonMs)) return true;
+    let left = 0;
+    for (const block of this.blocks) if (now < block.usableUntil) left += this.left(block);
+    return 4 * left <= newest.size;
+  }
 }
 
 /** RPM hits reserved in Redis (dated at the grant plus the lease) for this process to admit. */
-export interface RpmBlock {
+export interface RpmBlock extends Granted {
   readonly limit: number;
   /** Counter of the next member to hand out; the block holds [next, end). */
   next: number;
   readonly end: number;
-  /** Hits the block was granted with. */
-  readonly size: number;
-  /** performance.now() when it was asked for. */
-  readonly grantedAt: number;
-  /** performance.now() after which no hit of the block may be admitted (sent + leaseMs). */
-  readonly usableUntil: number;
   /** Remaining in the window at the grant, the block already subtracted. */
   readonly remainingAtGrant: number;
   /** performance.now() when the window's oldest hit leaves it, as the grant saw it. */
   readonly resetAt: number;
 }
 
-export class BucketGrants extends Demand {
-  /**
-   * Blocks that may still admit, oldest first: the one in use and the one asked for ahead of its
-   * end. Hits come from the oldest that serves; each is dated by its own grant (decision 0031).
-   */
-  blocks: RpmBlock[] = [];
+export class BucketGrants extends Grants<RpmBlock> {
   /** The limit the latest call asked with: the sweep renews blocks for it. */
   limit = 0;
 
-  /** Whether to ask for the next block now: the newest ends soon and none is on its way. */
-  renewsAhead(limit: number, now: number, horizonMs: number): boolean {
-    const newest = this.newest();
-    if (newest === null || this.pending !== null || newest.limit !== limit) return false;
-    let left = 0;
-    for (const block of this.blocks) if (now < block.usableUntil) left += block.end - block.next;
-    return endsSoon(newest, left, now, horizonMs);
+  protected left(block: RpmBlock): number {
+    return block.end - block.next;
   }
 
-  /** The block granted last, or null. */
-  newest(): RpmBlock | null {
-    return this.blocks[this.blocks.length - 1] ?? null;
+  protected madeFor(block: RpmBlock, limit: number): boolean {
+    return block.limit === limit;
   }
 
   /**
@@ -180,23 +190,15 @@ export class BucketGrants extends Demand {
 }
 
 /** Slots of one channel held in Redis (expiry = grant + ttl + lease) for this process to lend. */
-export interface SlotBlock {
+export interface SlotBlock extends Granted {
   readonly capacity: number;
   readonly ttlMs: number;
   /** Tokens held and not lent. A lent token comes back here while the block is usable. */
   readonly free: string[];
-  /** Tokens the block was granted with. */
-  readonly size: number;
-  /** performance.now() when it was asked for. */
-  readonly grantedAt: number;
-  /** performance.now() after which the block lends nothing (sent + leaseMs). */
-  readonly usableUntil: number;
   readonly expiresAtMs: number;
 }
 
-export class ChannelGrants extends Demand {
-  /** Blocks still lending, oldest first (a burst can need a second before the first ends). */
-  blocks: SlotBlock[] = [];
+export class ChannelGrants extends Grants<SlotBlock> {
   /** Leases of this channel held by requests in this process. */
   inUse = 0;
   /** The slot the latest call asked for (capacity, ttl): the sweep renews blocks for it. */
@@ -234,21 +236,12 @@ export class ChannelGrants extends Demand {
     return this.warm(now) ? this.warmWant() : 1;
   }
 
-  /**
-   * Whether to ask for the next block now: the newest block (one asked for ahead is the newest)
-   * ends soon, counting the free tokens of every block that still lends, and none is on its way.
-   */
-  renewsAhead(capacity: number, now: number, horizonMs: number): boolean {
-    const newest = this.newest();
-    if (newest === null || this.pending !== null || newest.capacity !== capacity) return false;
-    let free = 0;
-    for (const block of this.blocks) if (now < block.usableUntil) free += block.free.length;
-    return endsSoon(newest, free, now, horizonMs);
+  protected left(block: SlotBlock): number {
+    return block.free.length;
   }
 
-  /** The block granted last (a block asked for ahead is the newest), or null. */
-  newest(): SlotBlock | null {
-    return this.blocks[this.blocks.length - 1] ?? null;
+  protected madeFor(block: SlotBlock, capacity: number): boolean {
+    return block.capacity === capacity;
   }
 
   /** A free token of a usable block made for this capacity and at least this ttl, or null. */

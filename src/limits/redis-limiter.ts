@@ -401,10 +401,7 @@ export class RedisLimiter implements Limiter {
       }
       if (slotGrant < 2) c.exactUntil = performance.now() + this.leaseMs;
       else if (this.closed)
-        this.queueReturn(
-          this.slotKey(slot.channelId),
-          this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs).free,
-        );
+        this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotGrant));
       else c.blocks.push(this.slotBlock(slot, slotC0, 0, slotGrant, sentAt, leaseMs, expiresAtMs));
     }
     // Closed while the call was out: what it was granted goes back at once.
@@ -838,12 +835,9 @@ export class RedisLimiter implements Limiter {
     const idleAfter = 4 * this.leaseMs;
     for (const [bucket, b] of this.buckets) {
       if (b.blocks.length > 0) this.endRpmBlocks(bucket, b, now);
+      // askAhead asks only when the newest block ends soon.
       const block = b.newest();
-      if (
-        block !== null &&
-        b.calledWithin(this.demandMs(block), now) &&
-        b.renewsAhead(b.limit, now, horizon)
-      )
+      if (block !== null && b.calledWithin(this.demandMs(block), now))
         this.askAhead(bucket, b.limit, b, null, null, now, horizon);
       if (b.blocks.length === 0 && b.pending === null && now - b.lastCallAt > idleAfter)
         this.buckets.delete(bucket);
@@ -851,14 +845,8 @@ export class RedisLimiter implements Limiter {
     for (const [channelId, c] of this.channels) {
       if (c.blocks.length > 0) this.endSlotBlocks(channelId, c, now);
       const newest = c.newest();
-      const asked = c.asked;
-      if (
-        newest !== null &&
-        asked !== null &&
-        c.calledWithin(this.demandMs(newest), now) &&
-        c.renewsAhead(asked.capacity, now, horizon)
-      )
-        this.askAhead(null, 0, null, asked, c, now, horizon);
+      if (newest !== null && c.asked !== null && c.calledWithin(this.demandMs(newest), now))
+        this.askAhead(null, 0, null, c.asked, c, now, horizon);
       if (c.blocks.length === 0 && c.pending === null && now - c.lastCallAt > idleAfter)
         this.channels.delete(channelId);
     }
