@@ -28,6 +28,7 @@ import { estimateInputTokens, inputTokenBound } from './estimate.ts';
 import type { AttemptOutcome, RequestObserver, SettledFacts } from './observer.ts';
 import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
 import { UpstreamPump } from './stream-pump.ts';
+import { requestAnswer, type UpstreamAnswer } from './upstream-answer.ts';
 import {
   isObj,
   modelOf,
@@ -348,10 +349,13 @@ function classify(err: unknown): AttemptFailure {
   };
 }
 
-function retryAfterMs(headers: Dispatcher.ResponseData['headers']): number | null {
-  const v = headers['retry-after'];
-  const text = Array.isArray(v) ? v[0] : v;
-  if (text === undefined) return null;
+function retryAfterOf(response: Dispatcher.ResponseData): string | null {
+  const v = response.headers['retry-after'];
+  return (Array.isArray(v) ? v[0] : v) ?? null;
+}
+
+function retryAfterMs(text: string | null): number | null {
+  if (text === null) return null;
   const secs = Number(text);
   if (Number.isFinite(secs)) return Math.max(0, secs * 1000);
   const at = Date.parse(text);
@@ -458,17 +462,21 @@ async function dispatch(
       requestId,
     });
     const pool = ctx.upstreams.pool(channel);
-    let response: Dispatcher.ResponseData;
+    const request: Dispatcher.DispatchOptions = {
+      method: 'POST',
+      path: pool.basePath + plan.path,
+      headers: plan.headers,
+      body: plan.body,
+      headersTimeout: channel.timeouts.firstByteMs,
+      bodyTimeout: channel.timeouts.firstByteMs,
+    };
+    // An answer is read whole by one dispatch handler (upstream-answer.ts); a stream's body is
+    // read as it comes.
+    let response: Dispatcher.ResponseData | null = null;
+    let answer: UpstreamAnswer | null = null;
     try {
-      response = await pool.pool.request({
-        method: 'POST',
-        path: pool.basePath + plan.path,
-        headers: plan.headers,
-        body: plan.body,
-        headersTimeout: channel.timeouts.firstByteMs,
-        bodyTimeout: channel.timeouts.firstByteMs,
-        signal,
-      });
+      if (plan.stream) response = await pool.pool.request({ ...request, signal });
+      else answer = await requestAnswer(pool.pool, request, signal);
     } catch (err) {
       await release();
       if (signal.aborted) break;
@@ -477,9 +485,10 @@ async function dispatch(
       ctx.health.failure(channel.id, Date.now());
       continue;
     }
-    const status = response.statusCode;
+    const status = answer?.status ?? response!.statusCode;
     if (status >= 400) {
-      const text = await response.body.text().catch(() => '');
+      const text =
+        answer !== null ? (answer.text ?? '') : await response!.body.text().catch(() => '');
       await release();
       const reason = upstreamReason(text);
       if (status === 429 || status >= 500 || status === 401 || status === 403) {
@@ -493,7 +502,9 @@ async function dispatch(
         ctx.health.failure(
           channel.id,
           Date.now(),
-          status === 429 ? retryAfterMs(response.headers) : null,
+          status === 429
+            ? retryAfterMs(answer !== null ? answer.header('retry-after') : retryAfterOf(response!))
+            : null,
         );
         continue;
       }
@@ -510,11 +521,11 @@ async function dispatch(
         attempted: true,
       };
     }
-    if (!plan.stream) {
+    if (answer !== null) {
       let finished: Finished | null = null;
       try {
-        const text = await response.body.text();
-        finished = plan.finish(JSON.parse(text), text);
+        if (answer.text === null) throw answer.error;
+        finished = plan.finish(JSON.parse(answer.text), answer.text);
       } catch (err) {
         await release();
         if (signal.aborted) break;
@@ -548,7 +559,7 @@ async function dispatch(
     // A stream: wait for its first chunk before committing to this channel, so a stream that dies
     // before saying anything still fails over (DESIGN invariant 7: retry only before the first byte).
     const relay = plan.relay();
-    const pump = new UpstreamPump(response.body, relay);
+    const pump = new UpstreamPump(response!.body, relay);
     let first = '';
     try {
       first = await pump.first();
@@ -579,7 +590,7 @@ async function dispatch(
     attemptObs.end('ok', status);
     ctx.health.success(channel.id);
     obs.firstChunk(channel.id);
-    return { kind: 'stream', candidate, plan, relay, response, pump, first, release };
+    return { kind: 'stream', candidate, plan, relay, response: response!, pump, first, release };
   }
   if (signal.aborted)
     return {

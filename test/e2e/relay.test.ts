@@ -505,4 +505,45 @@ describe('failover and streams', () => {
     expect(row.status).toBe('client_aborted');
     expect(row.outputTokens).toBeLessThan(20);
   });
+
+  it('aborts a non-streamed upstream call when the client goes away, at no cost and with no failover', async () => {
+    h.mock.script({ model: 'gpt-x-up', delayMs: 600 });
+    const before = h.mock.callCount();
+    const ac = new AbortController();
+    const sent = fetch(`${h.gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/json',
+        'x-request-id': 'client-abort-answer-0001',
+      },
+      body: JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] }),
+    }).catch(() => null);
+    while (h.mock.callCount() === before) await sleep(10);
+    ac.abort();
+    expect(await sent).toBeNull();
+    const row = await h.usage('client-abort-answer-0001');
+    expect(row).toMatchObject({ status: 'client_aborted', costNano: 0n });
+    expect(h.mock.callCount() - before).toBe(1);
+  });
+
+  // Last in the file: oa-main rests for a second, and other models use it too.
+  it('an upstream 429 with Retry-After fails over and rests that channel for as long', async () => {
+    h.mock.script({ model: 'gpt-x-up', status: 429, retryAfter: 1 });
+    const ask = async (): Promise<string[]> => {
+      const from = h.mock.calls.length;
+      const answer = await h
+        .openai(key)
+        .chat.completions.create({ model: 'gpt-x', messages: [{ role: 'user', content: 'x' }] });
+      expect(answer.choices[0]?.message.content).toBe('Hello from the mock upstream.');
+      return h.mock.calls.slice(from).map((c) => (c.body as { model: string }).model);
+    };
+    expect(await ask()).toEqual(['gpt-x-up', 'gpt-x-backup']);
+    expect(await ask()).toEqual(['gpt-x-backup']);
+    await sleep(1_100);
+    expect(await ask()).toEqual(['gpt-x-up']);
+  });
 });
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
