@@ -59,8 +59,6 @@ interface Lease {
    * every admission asks it, a zero reservation included.
    */
   known: boolean;
-  /** The last grow got less than it asked for (the account is nearly spent): no asking ahead. */
-  short: boolean;
 }
 
 interface QueuedSettle {
@@ -130,15 +128,7 @@ export class LeaseBook {
   private lease(accountId: string): Lease {
     let l = this.leases.get(accountId);
     if (l === undefined) {
-      l = {
-        granted: 0n,
-        held: 0n,
-        pending: 0n,
-        lastUsed: 0,
-        growing: null,
-        known: false,
-        short: false,
-      };
+      l = { granted: 0n, held: 0n, pending: 0n, lastUsed: 0, growing: null, known: false };
       this.leases.set(accountId, l);
     }
     return l;
@@ -169,14 +159,6 @@ export class LeaseBook {
     }
     lease.held += input.amountNano;
     lease.lastUsed = performance.now();
-    // Ask ahead: once three quarters of the lease are held or spent, the next grow starts now,
-    // so the admissions that would have found it empty do not wait for a write and a grow
-    // (Postgres: a commit each). At 500 req/s the book grew every 0.3-1.3 s, and each grow
-    // queued the admissions behind the write in flight (session 19, decision 0035).
-    const left = lease.granted - lease.held - lease.pending;
-    if (left * 4n < lease.granted && lease.growing === null && !lease.short) {
-      lease.growing = this.startGrow(input.accountId, lease, 0n);
-    }
     this.opens.set(input.requestId, {
       requestId: input.requestId,
       accountId: input.accountId,
@@ -218,7 +200,6 @@ export class LeaseBook {
     const lease = this.lease(accountId);
     const need = missing > 0n ? missing : 0n;
     const desired = need + this.growFactor * (need + lease.held + lease.pending);
-    const before = lease.granted;
     const r = await growLease(
       this.driver,
       this.holderId,
@@ -227,18 +208,12 @@ export class LeaseBook {
       need,
       desired,
     );
-    if (r.result !== 'ok') {
-      this.lease(accountId).short = true;
-      return r.result;
-    }
+    if (r.result !== 'ok') return r.result;
     // The database's amount is the truth: the grow ran between writes, so the charges the book
     // has not written are in neither the amount nor `granted`.
     const now = this.lease(accountId);
     now.granted = r.leaseNano;
     now.known = true;
-    // On the chain the database's amount was `granted` before the grow (for a lease known
-    // before): less than `desired` added means the account's available money ran short.
-    now.short = r.leaseNano - before < desired;
     return 'ok';
   }
 

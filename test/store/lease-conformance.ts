@@ -77,37 +77,6 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       expect(calls.queries + calls.transactions).toBe(afterFirst);
     });
 
-    it('asks for more once three quarters of the lease are held, before an admission needs it', async () => {
-      const { account, key } = await funded(YUAN);
-      const store = await db.open(true);
-      const calls = countCalls(store.driver);
-      const reserve = async (): Promise<void> => {
-        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
-      };
-      await reserve(); // the lease grows to 1,000 + 16 × 1,000 = 17,000
-      for (let i = 0; i < 11; i++) await reserve(); // 12,000 held: a quarter is still free
-      expect(calls.queries + calls.transactions).toBe(1);
-      await reserve(); // 13,000 held, 4,000 free: under a quarter, the next grow starts now
-      expect(calls.queries + calls.transactions).toBe(2);
-      // Past the first lease: nobody asks again, whether the grow has answered yet or not.
-      for (let i = 0; i < 20; i++) await reserve();
-      expect(calls.queries + calls.transactions).toBe(2);
-    });
-
-    it('does not ask ahead for an account whose last grow came back short', async () => {
-      const { account, key } = await funded(20_000n);
-      const store = await db.open(true);
-      const calls = countCalls(store.driver);
-      const reserve = (): Promise<string> =>
-        reserveOn(store, account, key, 1000n).then((r) => r.result);
-      for (let i = 0; i < 13; i++) expect(await reserve()).toBe('ok');
-      // The grow asked ahead wanted 16 × 13,000 and got the 3,000 that was left.
-      expect(calls.queries + calls.transactions).toBe(2);
-      for (let i = 0; i < 7; i++) expect(await reserve()).toBe('ok');
-      expect(calls.queries + calls.transactions).toBe(2);
-      expect(await reserve()).toBe('insufficient');
-    });
-
     it('writes many settlements in a few transactions, each charged exactly once', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open(true);
