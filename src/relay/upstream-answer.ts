@@ -58,14 +58,20 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
 
   /** Bound once: the signal's listener. */
   readonly onAbort = (): void => {
-    const reason: unknown = this.signal.reason;
-    const err = reason instanceof Error ? reason : new Error('the call was aborted');
-    if (this.abort !== null) this.abort(err);
-    else this.onError(err);
+    if (this.abort !== null) this.abort(this.abortError());
+    else this.onError(this.abortError());
   };
 
   onConnect(abort: (err?: Error) => void): void {
-    this.abort = abort;
+    // Aborted while the call waited for a connection: the caller has its answer already; the
+    // request is not sent.
+    if (this.signal.aborted) abort(this.abortError());
+    else this.abort = abort;
+  }
+
+  private abortError(): Error {
+    const reason: unknown = this.signal.reason;
+    return reason instanceof Error ? reason : new Error('the call was aborted');
   }
 
   onHeaders(status: number, rawHeaders: Buffer[]): boolean {
@@ -102,7 +108,6 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
     if (this.done) return;
     this.done = true;
     this.signal.removeEventListener('abort', this.onAbort);
-    this.chunks = [];
     const raw = this.raw!;
     this.resolve({ status: this.status, text, error, header: (name) => headerOf(raw, name) });
   }
