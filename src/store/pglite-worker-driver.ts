@@ -6,6 +6,7 @@
 // keeps other queries from running inside it.
 
 import { mkdir } from 'node:fs/promises';
+import { setFlagsFromString } from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
@@ -30,6 +31,58 @@ interface WorkerRequest {
   params: unknown[];
 }
 
+/**
+ * The worker's young generation (MB, both semi-spaces and V8's margin: ~2 MB of semi-space).
+ * PGlite's thread allocates ~3–5 MB a second under load and keeps ~14 MB live. With the young
+ * generation the gateway's `--max-semi-space-size=16` also gave this thread, V8 counted its old
+ * generation as nearly full whenever less than a young generation's worth was left below its
+ * limit (~30 MB), so it ran a full mark-compact every 0.6–1.2 s: 7–10 in 10 s at 6,000 req/s,
+ * ~300 ms of this thread's and V8's helper threads' CPU (~5 µs a request). With 6 MB: 24 small
+ * scavenges and 2–3 mark-compacts, ~90 ms (scratch, --trace-gc-nvp; docs/performance.md,
+ * session 20).
+ */
+const WORKER_YOUNG_GENERATION_MB = 6;
+
+/**
+ * The `--max-semi-space-size` this process was started with (V8's flags are process-wide, and
+ * that flag overrides a worker's resourceLimits), or null when it was not given.
+ */
+function semiSpaceFlag(): string | null {
+  const args = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if (a.startsWith('--max-semi-space-size=')) return a.slice('--max-semi-space-size='.length);
+    if (a === '--max-semi-space-size' && args[i + 1] !== undefined) return args[i + 1]!;
+  }
+  return null;
+}
+
+/**
+ * Starts the worker with its own small young generation. The process flag is lifted while the
+ * worker's heap is made (before its 'online') and put back after: the main thread's heap was
+ * sized at start and keeps its semi-spaces.
+ */
+function startWorker(dataDir: string | null): Worker {
+  const semi = semiSpaceFlag();
+  if (semi !== null) setFlagsFromString('--max-semi-space-size=0');
+  const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
+    workerData: { dataDir },
+    resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+  });
+  if (semi !== null) {
+    let restored = false;
+    const restore = (): void => {
+      if (restored) return;
+      restored = true;
+      setFlagsFromString(`--max-semi-space-size=${semi}`);
+    };
+    worker.once('online', restore);
+    worker.once('error', restore);
+    worker.once('exit', restore);
+  }
+  return worker;
+}
+
 /** The worker's answer to the request with the same id. */
 interface WorkerReply {
   id: number;
@@ -47,9 +100,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     await unlock?.();
     throw err;
   }
-  const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
-    workerData: { dataDir },
-  });
+  const worker = startWorker(dataDir);
   let nextId = 1;
   const waiting = new Map<
     number,
