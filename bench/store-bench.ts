@@ -141,6 +141,7 @@ async function fixtures(store: SqlStore): Promise<{
   const reserveAs = (id: string, accountId: string): Promise<unknown> =>
     store.reserve({
       requestId: id,
+      clientRequestId: null,
       accountId,
       keyId: key.record.id,
       model: 'bench-chat',

@@ -66,6 +66,7 @@ export function statementJson(s: Statement): object {
 export function usageJson(u: UsageRecord): object {
   return {
     request_id: u.requestId,
+    client_request_id: u.clientRequestId,
     account_id: u.accountId,
     key_id: u.keyId,
     model: u.model,

@@ -11,7 +11,15 @@ const MAX_LIMIT = 1000;
 
 export function usageRoutes(app: FastifyInstance, deps: AdminDeps): void {
   app.get('/api/usage', async (req) => {
-    const q = queryObject(req.query, ['account_id', 'key_id', 'model', 'from', 'to', 'limit']);
+    const q = queryObject(req.query, [
+      'account_id',
+      'key_id',
+      'model',
+      'client_request_id',
+      'from',
+      'to',
+      'limit',
+    ]);
     const from = q.from === undefined ? null : instant(q.from, 'from');
     const to = q.to === undefined ? null : instant(q.to, 'to');
     if (from !== null && to !== null && from.getTime() > to.getTime()) {
@@ -21,6 +29,7 @@ export function usageRoutes(app: FastifyInstance, deps: AdminDeps): void {
       accountId: q.account_id ?? null,
       keyId: q.key_id ?? null,
       model: q.model ?? null,
+      clientRequestId: q.client_request_id ?? null,
       from,
       to,
       limit: q.limit === undefined ? null : positiveInteger(q.limit, 'limit', MAX_LIMIT),

@@ -22,6 +22,7 @@ import { keyAllowsModel } from '../store/model-patterns.ts';
 import { SplitPriceSnapshot, type SettleOutcome, type SettleStatus } from '../store/store.ts';
 import type { EndpointKind } from '../table/endpoints.ts';
 import type { Candidate, ModelEntry, Route, RoutingTable } from '../table/types.ts';
+import { newRequestId } from '../http/request-id.ts';
 import { orderCandidates } from './channel-choice.ts';
 import type { GatewayContext } from './context.ts';
 import { estimateInputTokens, inputTokenBound } from './estimate.ts';
@@ -58,6 +59,11 @@ interface Admitted {
   reservedNano: Nano;
   imageSize: string | null;
   imageCount: number;
+  /**
+   * The usage log's key for this request: its own id, or a new one when the caller chose the id
+   * (a caller may send one x-request-id with many requests, and each is billed: decision 0036).
+   */
+  usageId: string;
   /** Candidates ordered at admission, and the first one's slot when it came with the RPM hit. */
   pre: { candidates: Candidate[]; slot: SlotLease | 'full' | 'none' } | null;
 }
@@ -143,6 +149,7 @@ async function admit(
   rawBody: unknown,
   bodyBytes: number,
   requestId: string,
+  clientRequestId: string | null,
   obs: RequestObserver,
   nowMs: number,
   replyHeaders: Record<string, string>,
@@ -245,10 +252,12 @@ async function admit(
         snapshot,
       );
     }
+    const usageId = clientRequestId === null ? requestId : newRequestId();
     let reserved;
     try {
       reserved = await ctx.store.reserve({
-        requestId,
+        requestId: usageId,
+        clientRequestId,
         accountId: caller.accountId,
         keyId: caller.keyId,
         model: model.name,
@@ -281,6 +290,7 @@ async function admit(
       reservedNano,
       imageSize: checked.size,
       imageCount: checked.n,
+      usageId,
       pre,
     };
   } catch (err) {
@@ -702,6 +712,7 @@ function settle(
   return writeOutcome(
     ctx,
     requestId,
+    admitted.usageId,
     outcome,
     {
       model,
@@ -724,6 +735,7 @@ function settle(
 async function writeOutcome(
   ctx: GatewayContext,
   requestId: string,
+  usageId: string,
   outcome: SettleOutcome,
   facts: SettledFacts,
   obs: RequestObserver,
@@ -732,14 +744,14 @@ async function writeOutcome(
   try {
     for (let attempt = 0; ; attempt++) {
       try {
-        const r = await ctx.store.settle(requestId, outcome);
+        const r = await ctx.store.settle(usageId, outcome);
         facts.costNano = r.result === 'settled' ? r.costNano : 0n;
         obs.settled(facts);
         return;
       } catch (err) {
         if (attempt >= 4) {
           ctx.log.error(
-            { err, reqId: requestId },
+            { err, reqId: requestId, usageId },
             'settlement failed; the reservation is left for recovery',
           );
           return;
@@ -781,6 +793,8 @@ export async function relayModelRoute(
   const nowMs = Date.now();
   const table = ctx.tables.current; // captured once: the price and routes in force at entry
   const requestId = call.id;
+  // The caller's id, when the request came with one: kept on the usage row beside the gateway's.
+  const clientRequestId = requestId === call.headers['x-request-id'] ? requestId : null;
   const admitted = await admit(
     ctx,
     table,
@@ -789,6 +803,7 @@ export async function relayModelRoute(
     call.body,
     call.bodyBytes,
     requestId,
+    clientRequestId,
     obs,
     nowMs,
     call.replyHeaders,
@@ -822,7 +837,7 @@ export async function relayModelRoute(
     if (!dispatched.attempted) {
       // Rejected before any upstream call (every channel full): no usage row, the hold released.
       await ctx.store
-        .release(requestId)
+        .release(admitted.usageId)
         .catch((err: unknown) => ctx.log.error({ err, reqId: requestId }, 'release failed'));
       throw dispatched.error;
     }

@@ -161,6 +161,7 @@ export class LeaseBook {
     lease.lastUsed = performance.now();
     this.opens.set(input.requestId, {
       requestId: input.requestId,
+      clientRequestId: input.clientRequestId,
       accountId: input.accountId,
       keyId: input.keyId,
       model: input.model,
@@ -238,6 +239,7 @@ export class LeaseBook {
     // that way (sampling heap profile, session 7), the largest of the store's own.
     const record: SettleRecord = {
       requestId: open.requestId,
+      clientRequestId: open.clientRequestId,
       accountId: open.accountId,
       keyId: open.keyId,
       model: open.model,

@@ -109,7 +109,7 @@ RETURNING accounts.id, l.amount`;
 
 /**
  * A settlement as the positional row switchyard_write_batch reads (migrations 0004 and 0005):
- * position 11 is the price snapshot's id, 22 its entry time.
+ * position 11 is the price snapshot's id, 22 its entry time, 23 the caller's request id (0007).
  */
 function settleRow(s: SettleRecord, ref: SnapshotRef): unknown[] {
   return [
@@ -136,12 +136,21 @@ function settleRow(s: SettleRecord, ref: SnapshotRef): unknown[] {
     s.upstreamRequestId,
     s.persisted,
     ref.pricedAtMs,
+    s.clientRequestId,
   ];
 }
 
-/** An open request as the positional row switchyard_write_batch reads (migration 0004). */
+/** An open request as the positional row switchyard_write_batch reads (migrations 0004, 0007). */
 function openRow(o: OpenRecord): unknown[] {
-  return [o.requestId, o.accountId, o.keyId, o.model, o.endpoint, o.amountNano.toString()];
+  return [
+    o.requestId,
+    o.accountId,
+    o.keyId,
+    o.model,
+    o.endpoint,
+    o.amountNano.toString(),
+    o.clientRequestId,
+  ];
 }
 
 /**

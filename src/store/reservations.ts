@@ -21,8 +21,9 @@ WITH target AS (
    WHERE id = $1 AND status = 'active' AND balance_nano - reserved_nano >= $2::int8
   RETURNING id
 ), placed AS (
-  INSERT INTO reservations (request_id, account_id, key_id, model, endpoint, amount_nano, instance_id)
-  SELECT $3, id, $4, $5, $6, $2::int8, $7 FROM taken
+  INSERT INTO reservations (request_id, account_id, key_id, model, endpoint, amount_nano, instance_id,
+    client_request_id)
+  SELECT $3, id, $4, $5, $6, $2::int8, $7, $8 FROM taken
   RETURNING request_id
 )
 SELECT (SELECT status FROM target) AS status, (SELECT count(*) FROM placed)::int4 AS placed`;
@@ -43,6 +44,7 @@ export async function reserve(
     input.model,
     input.endpoint,
     instanceId,
+    input.clientRequestId,
   ]);
   const row = rows[0];
   if (row === undefined || row.status === null) {
@@ -60,7 +62,7 @@ export async function reserve(
 const SETTLE_SQL = `
 WITH r AS (
   DELETE FROM reservations WHERE request_id = $1
-  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano
+  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano, client_request_id
 ), c AS (
   SELECT r.*, LEAST($2::int8, r.amount_nano) AS cost, $2::int8 > r.amount_nano AS capped FROM r
 ), a AS (
@@ -75,10 +77,10 @@ WITH r AS (
   INSERT INTO usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
     input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot,
     peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status, latency_ms,
-    upstream_request_id)
+    upstream_request_id, client_request_id)
   SELECT request_id, account_id, key_id, coalesce($3, model), $4, endpoint,
     $5::int8, $6::int8, $7::int8, $8::int8, $9::boolean, $10::jsonb,
-    $11::boolean, $12, cost, amount_nano, capped, $13, $14::int4, $15::int4, $16
+    $11::boolean, $12, cost, amount_nano, capped, $13, $14::int4, $15::int4, $16, client_request_id
   FROM a
   ON CONFLICT (request_id) DO NOTHING
 )
@@ -175,7 +177,7 @@ const RESOLVE_SQL = `
 WITH r AS (
   DELETE FROM reservations
    WHERE request_id IN (SELECT jsonb_array_elements_text($1::jsonb))
-  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano, leased
+  RETURNING request_id, account_id, key_id, model, endpoint, amount_nano, leased, client_request_id
 ), s AS (
   -- A leased reservation's amount is inside its lease, which is returned on its own.
   SELECT account_id, sum(amount_nano)::int8 AS total FROM r
@@ -186,8 +188,9 @@ WITH r AS (
   RETURNING accounts.id
 ), u AS (
   INSERT INTO usage_log (request_id, account_id, key_id, model, endpoint, cost_nano,
-    reserved_nano, status)
-  SELECT request_id, account_id, key_id, model, endpoint, 0, amount_nano, 'recovered' FROM r
+    reserved_nano, status, client_request_id)
+  SELECT request_id, account_id, key_id, model, endpoint, 0, amount_nano, 'recovered',
+    client_request_id FROM r
   ON CONFLICT (request_id) DO NOTHING
 )
 SELECT count(*)::int4 AS n FROM r`;

@@ -51,6 +51,8 @@ export interface LedgerRow {
 
 export interface UsageRow {
   request_id: string;
+  /** Before migration 0007 the column is not there: undefined reads as null. */
+  client_request_id?: string | null;
   account_id: string;
   key_id: string;
   model: string;
@@ -134,6 +136,7 @@ export function toLedgerEntry(r: LedgerRow): LedgerEntry {
 export function toUsageRecord(r: UsageRow): UsageRecord {
   return {
     requestId: r.request_id,
+    clientRequestId: r.client_request_id ?? null,
     accountId: r.account_id,
     keyId: r.key_id,
     model: r.model,

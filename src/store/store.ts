@@ -100,7 +100,14 @@ export function wholeSnapshot(s: PriceSnapshot | SplitPriceSnapshot): PriceSnaps
 }
 
 export interface UsageRecord {
+  /** The gateway's own id for the request: unique, the usage log's key. */
   requestId: string;
+  /**
+   * The id the caller sent as x-request-id, kept as the request's id in its answer, logs and trace;
+   * null when the gateway made the id (then requestId is the one the caller saw). A caller may
+   * send one id with many requests, so many rows may have it (docs/decisions/0036).
+   */
+  clientRequestId: string | null;
   accountId: string;
   keyId: string;
   model: string;
@@ -129,7 +136,10 @@ export interface UsageRecord {
 }
 
 export interface ReserveInput {
+  /** Unique per request: the gateway's own id, never one a caller chose. */
   requestId: string;
+  /** The caller's x-request-id, when the request came with one (kept on the usage row). */
+  clientRequestId: string | null;
   accountId: string;
   keyId: string;
   model: string;
@@ -170,6 +180,8 @@ export interface UsageFilter {
   accountId?: string | null;
   keyId?: string | null;
   model?: string | null;
+  /** Rows of the requests a caller sent with this x-request-id. */
+  clientRequestId?: string | null;
   /** Inclusive. */
   from?: Date | null;
   /** Exclusive. */
@@ -254,6 +266,10 @@ export interface Store {
   latestChangeSeq(): Promise<bigint>;
   changesSince(seq: bigint): Promise<ChangeEntry[]>;
 
+  /**
+   * The usage row with this id, or else the newest row whose caller sent it as x-request-id: the
+   * id a caller saw in an answer finds its request either way.
+   */
   getUsage(requestId: string): Promise<UsageRecord | null>;
   listUsage(filter: UsageFilter): Promise<UsageRecord[]>;
   statement(accountId: string, from: Date, to: Date): Promise<Statement>;

@@ -14,8 +14,15 @@ const MAX_LIMIT = 1000;
 const USAGE_FROM = `SELECT u.*, ps.snapshot AS shared_snapshot
   FROM usage_log u LEFT JOIN price_snapshots ps ON ps.id = u.price_snapshot_id`;
 
+// The gateway's own id first; then the newest row a caller sent the id with (decision 0036). Each
+// branch is one index lookup (the primary key, usage_log_client_request_id).
+const GET_USAGE_SQL = `(${USAGE_FROM} WHERE u.request_id = $1)
+  UNION ALL
+  (${USAGE_FROM} WHERE u.client_request_id = $1 ORDER BY u.created_at DESC, u.request_id DESC)
+  LIMIT 1`;
+
 export async function getUsage(db: Queryable, requestId: string): Promise<UsageRecord | null> {
-  const rows = await db.query<UsageRow>(`${USAGE_FROM} WHERE u.request_id = $1`, [requestId]);
+  const rows = await db.query<UsageRow>(GET_USAGE_SQL, [requestId]);
   return rows[0] === undefined ? null : toUsageRecord(rows[0]);
 }
 
@@ -28,6 +35,7 @@ export async function listUsage(db: Queryable, filter: UsageFilter): Promise<Usa
   };
   if (filter.accountId != null) add('u.account_id = ?', filter.accountId);
   if (filter.keyId != null) add('u.key_id = ?', filter.keyId);
+  if (filter.clientRequestId != null) add('u.client_request_id = ?', filter.clientRequestId);
   if (filter.model != null) add('u.model = ?', filter.model);
   if (filter.from != null) add('u.created_at >= ?::timestamptz', filter.from);
   if (filter.to != null) add('u.created_at < ?::timestamptz', filter.to);

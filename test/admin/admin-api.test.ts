@@ -379,10 +379,17 @@ describe('statements', () => {
 });
 
 /** A request as the relay would record it: reserve at entry, settle with the metered cost. */
-async function chargeUsage(accountId: string, keyId: string, requestId: string, costNano: bigint) {
+async function chargeUsage(
+  accountId: string,
+  keyId: string,
+  requestId: string,
+  costNano: bigint,
+  clientRequestId: string | null = null,
+) {
   expect(
     await store.reserve({
       requestId,
+      clientRequestId,
       accountId,
       keyId,
       model: 'chat-a',
@@ -515,6 +522,7 @@ describe('usage log', () => {
     expect(rows.map((x) => x.request_id)).toEqual(['req_usage_2', 'req_usage_1']);
     expect(rows[1]).toEqual({
       request_id: 'req_usage_1',
+      client_request_id: null,
       account_id: accountId,
       key_id: keyId,
       model: 'chat-a',
@@ -547,6 +555,19 @@ describe('usage log', () => {
     expect(none.body.data).toEqual([]);
     const future = await call('GET', `/api/usage?account_id=${accountId}&from=2100-01-01`);
     expect(future.body.data).toEqual([]);
+  });
+
+  it('finds the requests a caller sent with its own x-request-id, by that id', async () => {
+    await chargeUsage(accountId, keyId, 'req_usage_3', 5n, 'caller-abc-123');
+    await chargeUsage(accountId, keyId, 'req_usage_4', 7n, 'caller-abc-123');
+    const listed = await call('GET', '/api/usage?client_request_id=caller-abc-123');
+    expect(listed.status).toBe(200);
+    expect((listed.body.data as Json[]).map((x) => [x.request_id, x.client_request_id])).toEqual([
+      ['req_usage_4', 'caller-abc-123'],
+      ['req_usage_3', 'caller-abc-123'],
+    ]);
+    const one = await call('GET', '/api/usage/caller-abc-123');
+    expect(one.body).toMatchObject({ request_id: 'req_usage_4', cost: '0.000000007' });
   });
 
   it('rejects a bad limit, date or parameter', async () => {

@@ -126,7 +126,7 @@ describe.skipIf(!available)('crash recovery', () => {
     // (docs/decisions/0013); the process dies after that window, not inside it.
     const written = async (): Promise<boolean> => {
       const open = await survivor.driver.query<{ n: number }>(
-        `SELECT count(*)::int4 AS n FROM reservations WHERE request_id LIKE 'crash-slow-%'`,
+        `SELECT count(*)::int4 AS n FROM reservations WHERE client_request_id LIKE 'crash-slow-%'`,
       );
       const done = await Promise.all(ids.slice(0, 5).map((id) => survivor.getUsage(id)));
       return open[0]?.n === 4 && done.every((r) => r !== null);

@@ -294,7 +294,9 @@ describe('rejections: status, code, request id, and no upstream call', () => {
       body: JSON.stringify(chat),
     });
     expect(r.headers.get('x-request-id')).toBe('caller-chosen-id-42');
-    expect((await h.usage('caller-chosen-id-42')).accountId).toBe(accountId);
+    const row = await h.usage('caller-chosen-id-42');
+    expect(row).toMatchObject({ accountId, clientRequestId: 'caller-chosen-id-42', status: 'ok' });
+    expect(row.costNano > 0n).toBe(true);
     // The upstream sees the same id (the channel's own headers cannot replace it) beside the
     // channel's key and headers.
     expect(h.mock.calls.at(-1)?.headers).toMatchObject({
@@ -303,6 +305,34 @@ describe('rejections: status, code, request id, and no upstream call', () => {
       'content-type': 'application/json',
     });
     expect(h.mock.calls.at(-1)?.headers.authorization).toMatch(/^Bearer /);
+  });
+
+  it('charges every request sent with the same x-request-id (it was billed once)', async () => {
+    // Regression: the caller's id was the usage row's key, so the second and third requests sent
+    // with one id were answered and never charged (decision 0036).
+    const { key: k, accountId: acct } = await h.account({ balance: '1' });
+    const before = (await h.store.getAccount(acct))!.balanceNano;
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${k}`,
+          'content-type': 'application/json',
+          'x-request-id': 'the-same-id-every-time',
+        },
+        body: JSON.stringify(chat),
+      });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('x-request-id')).toBe('the-same-id-every-time');
+      await r.text();
+    }
+    await h.store.flush();
+    const rows = await h.store.listUsage({ clientRequestId: 'the-same-id-every-time' });
+    expect(rows).toHaveLength(3);
+    expect(new Set(rows.map((x) => x.requestId)).size).toBe(3);
+    expect(rows.every((x) => x.status === 'ok' && x.costNano > 0n)).toBe(true);
+    const spent = rows.reduce((sum, x) => sum + x.costNano, 0n);
+    expect((await h.store.getAccount(acct))!.balanceNano).toBe(before - spent);
   });
 
   it('unknown routes: 404 not_found in the error object', async () => {

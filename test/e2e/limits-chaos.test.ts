@@ -284,7 +284,7 @@ describe('rejected requests hold nothing', () => {
     }
     const rows = await h.store.listUsage({ accountId, limit: 1000 });
     for (const r of rows.filter((x) => x.status === 'failed')) expect(r.costNano).toBe(0n);
-    const okIds = rows.filter((r) => r.status === 'ok').map((r) => r.requestId);
+    const okIds = rows.filter((r) => r.status === 'ok').map((r) => r.clientRequestId);
     const served = sent.filter((o) => o.status === 200 && !o.body.includes('upstream_error'));
     expect(okIds.sort()).toEqual(served.map((o) => o.id).sort());
   });

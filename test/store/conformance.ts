@@ -75,10 +75,12 @@ export async function reserveOn(
   account: Account,
   key: ApiKey,
   amountNano: bigint,
+  clientRequestId: string | null = null,
 ): Promise<{ id: string; result: string }> {
   const id = requestId();
   const result = await on.reserve({
     requestId: id,
+    clientRequestId,
     accountId: account.id,
     keyId: key.id,
     model: 'deepseek-chat',

@@ -349,6 +349,59 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 1000n);
     });
 
+    it('charges every request a caller sent with one x-request-id and finds its rows by it', async () => {
+      // Regression: the caller's id was the usage row's key, so a second request sent with the
+      // same id got no usage row and was never charged (decision 0036). Both paths: the lease
+      // book's batch write and the one-statement settle of a store without leases; then an open
+      // request of a dead holder, recovered.
+      const { account, key } = await funded(YUAN);
+      const book = await db.open(true);
+      const plain = await db.open(false);
+      const dying = await db.open({ writeOpenAfterMs: 10 });
+      const clientId = `caller-chosen-${account.id}`;
+      const a = await reserveOn(book, account, key, 5000n, clientId);
+      const b = await reserveOn(book, account, key, 5000n, clientId);
+      const c = await reserveOn(plain, account, key, 5000n, clientId);
+      expect([a.result, b.result, c.result]).toEqual(['ok', 'ok', 'ok']);
+      expect(new Set([a.id, b.id, c.id]).size).toBe(3);
+      expect(await book.settle(a.id, outcome(100n))).toMatchObject({ costNano: 100n });
+      expect(await book.settle(b.id, outcome(200n))).toMatchObject({ costNano: 200n });
+      await book.flush();
+      expect(await plain.settle(c.id, outcome(400n))).toMatchObject({ costNano: 400n });
+      const open = await reserveOn(dying, account, key, 5000n, clientId);
+      for (let i = 0; i < 100; i++) {
+        const rows = await admin.driver.query<{ client_request_id: string | null }>(
+          'SELECT client_request_id FROM reservations WHERE request_id = $1',
+          [open.id],
+        );
+        if (rows.length > 0) {
+          expect(rows[0]!.client_request_id).toBe(clientId);
+          break;
+        }
+        await sleep(10);
+      }
+      await dying.close();
+      expect(await admin.recoverDeadInstances(60_000)).toBeGreaterThanOrEqual(1);
+
+      const rows = await admin.listUsage({ clientRequestId: clientId });
+      expect(rows.map((r) => [r.requestId, r.status, r.costNano]).sort()).toEqual(
+        [
+          [a.id, 'ok', 100n],
+          [b.id, 'ok', 200n],
+          [c.id, 'ok', 400n],
+          [open.id, 'recovered', 0n],
+        ].sort(),
+      );
+      expect(rows.every((r) => r.clientRequestId === clientId)).toBe(true);
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 700n);
+      // The id finds the newest of its rows; the gateway's own id finds its own.
+      expect((await admin.getUsage(clientId))?.requestId).toBe(rows[0]!.requestId);
+      expect((await admin.getUsage(b.id))?.clientRequestId).toBe(clientId);
+      const own = await reserveOn(plain, account, key, 10n);
+      await plain.settle(own.id, outcome(1n));
+      expect((await admin.getUsage(own.id))?.clientRequestId).toBeNull();
+    });
+
     it('writes an open request down within its window, so recovery can resolve it', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open({ writeOpenAfterMs: 10 });
