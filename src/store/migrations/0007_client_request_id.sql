@@ -97,8 +97,12 @@ BEGIN
              CASE WHEN s.n > 1 THEN s.n || ' requests' END
         FROM a JOIN s ON s.account_id = a.id WHERE s.total > 0
     )
+    -- Walked only when some settlement was not written (nearly never): a second pass over the
+    -- batch cost 0.6-1.0 µs a row on PGlite (session 19).
     SELECT 'unsettled' AS kind, r->>0 AS id, 0::int8 AS amount
-      FROM jsonb_array_elements(p_settles) r WHERE r->>0 NOT IN (SELECT u.request_id FROM u)
+      FROM jsonb_array_elements(p_settles) r
+     WHERE (SELECT count(*) FROM u) < jsonb_array_length(p_settles)
+       AND r->>0 NOT IN (SELECT u.request_id FROM u)
     UNION ALL
     SELECT 'balance', a.id, a.balance_nano FROM a
     UNION ALL
