@@ -128,6 +128,8 @@ export interface ClosedLoopResult {
   errors: number;
   firstError: string | null;
   rps: number;
+  /** Each turn's own rate, in the order taken: one a round in the interleaved sections. */
+  turnRps: number[];
   latency: Percentiles;
 }
 
@@ -212,6 +214,7 @@ interface ClosedLoopSink {
   errors: number;
   firstError: string | null;
   elapsedMs: number;
+  turnRps: number[];
 }
 
 /**
@@ -226,6 +229,7 @@ async function closedSlice(
 ): Promise<void> {
   const max = opts.maxRequests ?? Infinity;
   let sent = 0;
+  const answeredBefore = sink.latencies.length;
   const started = performance.now();
   const deadline = started + opts.durationMs;
   const loop = async (): Promise<void> => {
@@ -240,8 +244,10 @@ async function closedSlice(
     }
   };
   await Promise.all(Array.from({ length: opts.concurrency }, loop));
+  const elapsed = performance.now() - started;
   sink.sent += sent;
-  sink.elapsedMs += performance.now() - started;
+  sink.elapsedMs += elapsed;
+  sink.turnRps.push(Math.round((sink.latencies.length - answeredBefore) / (elapsed / 1000)));
 }
 
 function closedResult(concurrency: number, sink: ClosedLoopSink): ClosedLoopResult {
@@ -252,6 +258,7 @@ function closedResult(concurrency: number, sink: ClosedLoopSink): ClosedLoopResu
     errors: sink.errors,
     firstError: sink.firstError,
     rps: Math.round(sink.latencies.length / (sink.elapsedMs / 1000)),
+    turnRps: sink.turnRps,
     latency: percentiles(sink.latencies),
   };
 }
@@ -262,6 +269,7 @@ const newClosedSink = (): ClosedLoopSink => ({
   errors: 0,
   firstError: null,
   elapsedMs: 0,
+  turnRps: [],
 });
 
 /**

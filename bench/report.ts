@@ -282,6 +282,30 @@ export interface GoalCheck {
   met: boolean | null;
 }
 
+/**
+ * The side's rate over the proxy's in each round (one turn of each side a round, taken within
+ * seconds of each other), as ' (rounds min–max%, median m%)'. The goal is judged on the whole
+ * window; the spread shows how far one window can move it (session 21: 0.80× and 0.67× in two
+ * runs of the same code).
+ */
+function roundSpread(
+  side: ClosedLoopResult | undefined,
+  proxy: ClosedLoopResult | undefined,
+): string {
+  const a = side?.turnRps ?? [];
+  const b = proxy?.turnRps ?? [];
+  const shares: number[] = [];
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    if (b[i]! > 0) shares.push((a[i]! / b[i]!) * 100);
+  }
+  if (shares.length < 2) return '';
+  shares.sort((x, y) => x - y);
+  const mid = shares.length >> 1;
+  const median = shares.length % 2 === 1 ? shares[mid]! : (shares[mid - 1]! + shares[mid]!) / 2;
+  const pct = (x: number): string => x.toFixed(0);
+  return ` (rounds ${pct(shares[0]!)}–${pct(shares.at(-1)!)}%, median ${pct(median)}%)`;
+}
+
 /** The issue's goals, measured; reported, never asserted. */
 export function goals(r: BenchResults): GoalCheck[] {
   const out: GoalCheck[] = [];
@@ -297,7 +321,7 @@ export function goals(r: BenchResults): GoalCheck[] {
       out.push({
         goal: 'throughput ≥ 70% of bare proxy',
         side: g,
-        measured: `${(share * 100).toFixed(0)}%`,
+        measured: `${(share * 100).toFixed(0)}%${roundSpread(r.throughput[g], r.throughput.proxy)}`,
         met: share >= 0.7,
       });
     }
