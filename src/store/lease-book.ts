@@ -10,6 +10,7 @@ import { randomBase62 } from './ids.ts';
 import type { Batch, BatchResult, OpenRecord, SettleRecord } from './leases.ts';
 import { growLease, writeBatch } from './leases.ts';
 import { PriceSnapshotCatalog } from './price-snapshots.ts';
+import { storableText } from './storable-text.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
 import { StoreError } from './store.ts';
 
@@ -265,7 +266,7 @@ export class LeaseBook {
       status: outcome.status,
       httpStatus: outcome.httpStatus,
       latencyMs: outcome.latencyMs,
-      upstreamRequestId: outcome.upstreamRequestId,
+      upstreamRequestId: storableText(outcome.upstreamRequestId),
     };
     return new Promise((resolve, reject) => {
       this.settles.push({ record, resolve, reject });

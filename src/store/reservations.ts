@@ -4,6 +4,7 @@
 
 import type { Driver, Queryable } from './driver.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
+import { storableText } from './storable-text.ts';
 import { StoreError, wholeSnapshot } from './store.ts';
 
 /** Recovery resolves at most this many reservations per transaction. */
@@ -122,7 +123,7 @@ export async function settle(
       outcome.status,
       outcome.httpStatus,
       outcome.latencyMs,
-      outcome.upstreamRequestId,
+      storableText(outcome.upstreamRequestId),
     ],
   );
   const row = rows[0];

@@ -335,6 +335,37 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     expect((await h.store.getAccount(acct))!.balanceNano).toBe(before - spent);
   });
 
+  it('bills an answer whose id Postgres cannot store, and the requests after it', async () => {
+    // Regression: a NUL in the upstream's id made the lease book's write fail and retry forever,
+    // so neither this request nor any later one was charged (src/store/storable-text.ts).
+    const { key: k, accountId: acct } = await h.account({ balance: '1' });
+    h.mock.script({
+      model: 'gpt-x-up',
+      status: 200,
+      body: {
+        id: 'chatcmpl-\u0000odd',
+        object: 'chat.completion',
+        created: 1,
+        model: 'gpt-x-up',
+        choices: [
+          { index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+      },
+    });
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${k}` });
+      expect(r.status).toBe(200);
+      ids.push(r.headers.get('x-request-id')!);
+    }
+    const [odd, next] = await Promise.all(ids.map((id) => h.usage(id)));
+    expect(odd).toMatchObject({ upstreamRequestId: 'chatcmpl-odd', status: 'ok' });
+    expect(odd!.costNano > 0n && next!.costNano > 0n).toBe(true);
+    const balance = (await h.store.getAccount(acct))!.balanceNano;
+    expect(balance).toBe(1_000_000_000n - odd!.costNano - next!.costNano);
+  });
+
   it('unknown routes: 404 not_found in the error object', async () => {
     const r = await post('/v1/nothing', {});
     expect(r.status).toBe(404);

@@ -8,7 +8,10 @@ export interface MockBehaviour {
   model?: string;
   /** How many matching calls this behaviour applies to (default 1). */
   times?: number;
-  /** Answer with this status (an error body in the provider's format unless `body` is given). */
+  /**
+   * Answer with this status: an error body in the provider's format, or `body` as given (with a
+   * 2xx status too, for an answer the mock would not make itself).
+   */
   status?: number;
   body?: unknown;
   /** Seconds, sent as the retry-after header with `status`. */

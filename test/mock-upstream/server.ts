@@ -107,7 +107,11 @@ export async function startMockUpstream(opts: MockUpstreamOptions = {}): Promise
     const behaviour = queue.take(path, model);
     const respond = (): void => {
       if (behaviour?.stall === true) return; // held open until close()
-      if (behaviour?.status !== undefined && behaviour.status >= 300) {
+      // An error status, or any status with a scripted body: that answer, as given.
+      if (
+        behaviour?.status !== undefined &&
+        (behaviour.status >= 300 || behaviour.body !== undefined)
+      ) {
         const extra =
           behaviour.retryAfter !== undefined
             ? { 'retry-after': String(behaviour.retryAfter) }

@@ -402,6 +402,33 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       expect((await admin.getUsage(own.id))?.clientRequestId).toBeNull();
     });
 
+    it("stores an upstream's request id that Postgres cannot hold, and keeps writing", async () => {
+      // Regression: the upstream's `id` went into the usage row as it came. A NUL or a lone
+      // surrogate in it made every write of the batch fail (jsonb refuses both), so the book
+      // retried it forever and no later settlement was written either.
+      const { account, key } = await funded(YUAN);
+      const book = await db.open(true);
+      const plain = await db.open(false);
+      const odd = ['chatcmpl-\u0000nul', 'chatcmpl-\ud800lone', 'x'.repeat(10_000)];
+      const ids: string[] = [];
+      for (const [i, upstreamRequestId] of odd.entries()) {
+        const on = i === 2 ? plain : book;
+        const h = await reserveOn(on, account, key, 5000n);
+        ids.push(h.id);
+        const settled = await on.settle(h.id, { ...outcome(10n), upstreamRequestId });
+        expect(settled).toMatchObject({ result: 'settled', costNano: 10n });
+      }
+      const after = await reserveOn(book, account, key, 5000n);
+      expect(await book.settle(after.id, outcome(20n))).toMatchObject({ costNano: 20n });
+      const rows = await Promise.all(ids.map((id) => admin.getUsage(id)));
+      expect(rows.map((r) => r?.upstreamRequestId)).toEqual([
+        'chatcmpl-nul',
+        'chatcmpl-\ufffdlone',
+        'x'.repeat(200),
+      ]);
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 50n);
+    });
+
     it('writes an open request down within its window, so recovery can resolve it', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open({ writeOpenAfterMs: 10 });
