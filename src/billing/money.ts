@@ -5,6 +5,9 @@
 export type Nano = bigint;
 
 export const NANO_PER_YUAN = 1_000_000_000n;
+
+/** The most any amount can be: money is stored in int8 columns (~¥9.2e9). */
+export const INT8_MAX: Nano = 2n ** 63n - 1n;
 /** Scale of multipliers (peak, campaign): parts per 10,000, so 1.5 is 15000n and 0 is free. */
 export const MULTIPLIER_SCALE = 10_000n;
 

@@ -7,10 +7,22 @@ export function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** A non-negative integer count at `key`, or null when absent, null, negative or not a number. */
+/**
+ * A count above this is no supplier's real usage. It is kept at this bound rather than refused:
+ * the charge is capped at the reservation anyway, and 1e16 tokens once made the settlement fail
+ * its safe-integer check, so the request was never charged and its hold stayed (session 21).
+ */
+export const MAX_COUNT = 2 ** 40;
+
+/**
+ * A non-negative integer count at `key` (at most MAX_COUNT), or null when absent, null, negative
+ * or not a number.
+ */
 export function countAt(obj: JsonObject, key: string): number | null {
   const v = obj[key];
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.trunc(v) : null;
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0
+    ? Math.min(Math.trunc(v), MAX_COUNT)
+    : null;
 }
 
 export function stringAt(obj: JsonObject, key: string): string | null {

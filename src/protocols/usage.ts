@@ -45,11 +45,13 @@ export function usageFromOpenAiChat(usage: unknown): Usage | null {
   const deepSeekHit = countAt(usage, 'prompt_cache_hit_tokens');
   const deepSeekMiss = countAt(usage, 'prompt_cache_miss_tokens');
   if (prompt === null && completion === null && deepSeekMiss === null) return null;
-  const hit =
+  const reportedHit =
     deepSeekHit ??
     detail(usage, 'prompt_tokens_details', 'cached_tokens') ??
     countAt(usage, 'cached_tokens') ??
     0;
+  // The hit is part of prompt_tokens: a larger one is billed as the whole prompt, no more.
+  const hit = prompt !== null ? Math.min(reportedHit, prompt) : reportedHit;
   const input = prompt !== null ? Math.max(0, prompt - hit) : (deepSeekMiss ?? 0);
   const reasoning = detail(usage, 'completion_tokens_details', 'reasoning_tokens') ?? 0;
   return makeUsage(input, hit, completion ?? 0, reasoning);
@@ -61,7 +63,9 @@ export function usageFromOpenAiResponses(usage: unknown): Usage | null {
   const input = countAt(usage, 'input_tokens');
   const output = countAt(usage, 'output_tokens');
   if (input === null && output === null) return null;
-  const hit = detail(usage, 'input_tokens_details', 'cached_tokens') ?? 0;
+  const reportedHit = detail(usage, 'input_tokens_details', 'cached_tokens') ?? 0;
+  // Part of input_tokens, as in chat: never more than it.
+  const hit = input !== null ? Math.min(reportedHit, input) : reportedHit;
   const reasoning = detail(usage, 'output_tokens_details', 'reasoning_tokens') ?? 0;
   return makeUsage(Math.max(0, (input ?? 0) - hit), hit, output ?? 0, reasoning);
 }

@@ -4,7 +4,7 @@
 // a lease grows in one statement when it does not. Before: two awaited transactions per request
 // held the gateway at ~600 req/s on the embedded store (docs/performance.md).
 
-import type { Nano } from '../billing/money.ts';
+import { INT8_MAX, type Nano } from '../billing/money.ts';
 import type { Driver } from './driver.ts';
 import { randomBase62 } from './ids.ts';
 import type { Batch, BatchResult, OpenRecord, SettleRecord } from './leases.ts';
@@ -201,7 +201,11 @@ export class LeaseBook {
   private async grow(accountId: string, missing: Nano): Promise<ReserveResult | 'not_found'> {
     const lease = this.lease(accountId);
     const need = missing > 0n ? missing : 0n;
-    const desired = need + this.growFactor * (need + lease.held + lease.pending);
+    // No balance (int8) holds more: refused here, not by the database's overflow error, which
+    // the relay had to answer as 503 "store unavailable" (max_tokens: 1e14, session 21).
+    if (need > INT8_MAX) return 'insufficient';
+    const wanted = need + this.growFactor * (need + lease.held + lease.pending);
+    const desired = wanted > INT8_MAX ? INT8_MAX : wanted;
     const r = await growLease(
       this.driver,
       this.holderId,

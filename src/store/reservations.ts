@@ -2,6 +2,7 @@
 // statement, settle or release exactly once, and recover the reservations of dead instances.
 // Each request id ends with exactly one outcome: settled, released, or recovered.
 
+import { INT8_MAX } from '../billing/money.ts';
 import type { Driver, Queryable } from './driver.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
 import { storableText } from './storable-text.ts';
@@ -37,6 +38,8 @@ export async function reserve(
   if (input.amountNano < 0n) {
     throw new StoreError('invalid_argument', 'a reservation cannot be negative');
   }
+  // More than any balance (int8) can hold: refused, not sent to overflow in the database.
+  if (input.amountNano > INT8_MAX) return 'insufficient';
   const rows = await db.query<{ status: string | null; placed: number }>(RESERVE_SQL, [
     input.accountId,
     input.amountNano,

@@ -366,6 +366,44 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     expect(balance).toBe(1_000_000_000n - odd!.costNano - next!.costNano);
   });
 
+  it('bills an absurd token count at the reservation and frees the hold', async () => {
+    // Regression: completion_tokens 1e16 failed the settlement's safe-integer check, so the
+    // request was never charged and its hold stayed until the process ended (session 21).
+    const { key: k } = await h.account({ balance: '1' });
+    h.mock.script({
+      model: 'gpt-x-up',
+      status: 200,
+      body: {
+        id: 'chatcmpl-huge',
+        object: 'chat.completion',
+        created: 1,
+        model: 'gpt-x-up',
+        choices: [
+          { index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' },
+        ],
+        usage: { prompt_tokens: 5, completion_tokens: 1e16, total_tokens: 1e16 },
+      },
+    });
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${k}` });
+    expect(r.status).toBe(200);
+    const row = await h.usage(r.headers.get('x-request-id')!);
+    expect(row).toMatchObject({ status: 'ok', capped: true, outputTokens: 2 ** 40 });
+    expect(row.costNano).toBe(row.reservedNano);
+  });
+
+  it('a max_tokens no balance can cover: 403 insufficient_user_quota, not 503', async () => {
+    // Regression: the reservation overflowed int8 in the database (session 21).
+    for (const max of [1e14, 1e300]) {
+      const r = await post(
+        '/v1/chat/completions',
+        { ...chat, max_tokens: max },
+        { authorization: `Bearer ${key}` },
+      );
+      expect(r.status).toBe(403);
+      expect(r.json.error.message).toContain('insufficient_user_quota');
+    }
+  });
+
   it('unknown routes: 404 not_found in the error object', async () => {
     const r = await post('/v1/nothing', {});
     expect(r.status).toBe(404);

@@ -53,6 +53,32 @@ describe('usage from an OpenAI-compatible chat usage object', () => {
     expect(absent).toEqual(zero);
   });
 
+  it('never bills more cache hits than the prompt had (an upstream reported 60 of 10)', () => {
+    expect(
+      usageFromOpenAiChat({
+        prompt_tokens: 10,
+        completion_tokens: 2,
+        prompt_tokens_details: { cached_tokens: 60 },
+      }),
+    ).toMatchObject({ inputTokens: 0, cacheHitTokens: 10, outputTokens: 2 });
+    expect(
+      usageFromOpenAiResponses({
+        input_tokens: 10,
+        output_tokens: 2,
+        input_tokens_details: { cached_tokens: 60 },
+      }),
+    ).toMatchObject({ inputTokens: 0, cacheHitTokens: 10, outputTokens: 2 });
+  });
+
+  it('keeps an absurd count at 2^40 tokens instead of failing the settlement (1e16 was)', () => {
+    expect(usageFromOpenAiChat({ prompt_tokens: 5, completion_tokens: 1e16 })?.outputTokens).toBe(
+      2 ** 40,
+    );
+    expect(usageFromAnthropic({ input_tokens: 1e300, output_tokens: 3 })?.inputTokens).toBe(
+      2 ** 40,
+    );
+  });
+
   it('returns null for usage: null and for objects without counts', () => {
     expect(usageFromOpenAiChat(null)).toBeNull();
     expect(usageFromOpenAiChat({})).toBeNull();

@@ -402,6 +402,19 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       expect((await admin.getUsage(own.id))?.clientRequestId).toBeNull();
     });
 
+    it('refuses a reservation larger than any balance as insufficient, not as a database error', async () => {
+      // Regression: max_tokens: 1e14 made the grow's desired amount overflow int8, and the relay
+      // answered the database's error as 503 "store unavailable" (session 21).
+      const { account, key } = await funded(YUAN);
+      const book = await db.open(true);
+      const plain = await db.open(false);
+      for (const on of [book, plain]) {
+        expect((await reserveOn(on, account, key, 2n ** 63n)).result).toBe('insufficient');
+        expect((await reserveOn(on, account, key, 2n ** 62n)).result).toBe('insufficient');
+        expect((await reserveOn(on, account, key, 10n)).result).toBe('ok');
+      }
+    });
+
     it("stores an upstream's request id that Postgres cannot hold, and keeps writing", async () => {
       // Regression: the upstream's `id` went into the usage row as it came. A NUL or a lone
       // surrogate in it made every write of the batch fail (jsonb refuses both), so the book
