@@ -651,13 +651,23 @@ function meter(
   usage: Usage | null,
   images: number,
   outputEstimate: number,
+  partial = false,
 ): Metered {
   const s = admitted.snapshot;
   if (admitted.model.billing === 'image' && admitted.imageSize !== null) {
     const count = images > 0 ? images : 0;
     return { usage, estimated: false, costNano: imageCost(admitted.imageSize, count, s) ?? 0n };
   }
-  if (usage !== null) return { usage, estimated: false, costNano: tokenCost(usage, s) };
+  if (usage !== null) {
+    // A stream cut before its end marker may have reported usage only so far: Anthropic's
+    // message_start says output_tokens: 1, and a client that left after 250 deltas paid for 1
+    // (session 21). What was relayed is billed at least.
+    if (partial && outputEstimate > usage.outputTokens) {
+      const floor: Usage = { ...usage, outputTokens: outputEstimate };
+      return { usage: floor, estimated: true, costNano: tokenCost(floor, s) };
+    }
+    return { usage, estimated: false, costNano: tokenCost(usage, s) };
+  }
   const input = estimateInputTokens(admitted.body);
   const est: Usage = {
     inputTokens: input,
@@ -917,7 +927,7 @@ export async function relayModelRoute(
     // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
     if (status !== 'ok') void dispatched.response.body.destroy();
   }
-  const metered = meter(admitted, relay.usage, 0, relay.usage === null ? relay.events : 0);
+  const metered = meter(admitted, relay.usage, 0, relay.events, !relay.completed);
   obs.finish(200);
   await settle(
     ctx,

@@ -384,6 +384,33 @@ describe('failover and streams', () => {
     expect(row.status).toBe('aborted');
   });
 
+  it('a cut Anthropic stream bills what was relayed, not the 1 output token of message_start', async () => {
+    // Regression: message_start reports output_tokens: 1, and with the stream cut before
+    // message_delta that 1 was billed as final however many deltas the client had read.
+    h.mock.script({ model: 'claude-y-up', chunks: 60, cutAfterChunks: 45 });
+    const res = await fetch(`${h.gateway.url}/v1/messages`, {
+      method: 'POST',
+      headers: {
+        'x-api-key': key,
+        'anthropic-version': '2023-06-01',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({
+        model: 'claude-y',
+        max_tokens: 200,
+        stream: true,
+        messages: [{ role: 'user', content: 'x' }],
+      }),
+    });
+    const body = await res.text();
+    const deltas = body.split('\n').filter((l) => l.includes('"text_delta"')).length;
+    expect(deltas).toBeGreaterThan(30);
+    const row = await h.usage(res.headers.get('x-request-id')!);
+    expect(row.status).toBe('aborted');
+    expect(row.estimated).toBe(true);
+    expect(row.outputTokens).toBeGreaterThanOrEqual(deltas);
+  });
+
   it('returns 502 upstream_error when every channel fails, at no cost', async () => {
     h.mock.script({ model: 'gpt-x-up', status: 503 }, { model: 'gpt-x-backup', status: 502 });
     const { response } = await h
