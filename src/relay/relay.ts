@@ -459,18 +459,35 @@ async function dispatch(
     if (attempts > 0)
       await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
     attempts++;
+    let plan: UpstreamPlan;
+    try {
+      plan = planFor({
+        endpoint,
+        candidate,
+        model: admitted.model,
+        body: admitted.body,
+        effort: admitted.facts.effort,
+        wantsUsage: admitted.facts.wantsUsage,
+        apiKey: ctx.upstreams.apiKey(channel),
+        anthropicBeta: typeof beta === 'string' ? beta : null,
+        requestId,
+      });
+    } catch (err) {
+      // A body that validation let through but a translation cannot read (a null tool, a block
+      // without its source): the request's fault, and nothing went upstream. It was a 502 that
+      // kept the channel's capacity slot until its TTL, 15 s (session 21).
+      await release();
+      ctx.log.warn({ err, reqId: requestId, channel: channel.id }, 'request not translatable');
+      return {
+        kind: 'error',
+        error: new GatewayError(
+          'invalid_parameter_error',
+          `the request body cannot be sent to this model's upstream protocol (${channel.protocol}): a field has a value of the wrong shape`,
+        ),
+        attempted: false,
+      };
+    }
     const attemptObs = obs.attempt(channel.id, channel.protocol, attempts);
-    const plan = planFor({
-      endpoint,
-      candidate,
-      model: admitted.model,
-      body: admitted.body,
-      effort: admitted.facts.effort,
-      wantsUsage: admitted.facts.wantsUsage,
-      apiKey: ctx.upstreams.apiKey(channel),
-      anthropicBeta: typeof beta === 'string' ? beta : null,
-      requestId,
-    });
     const pool = ctx.upstreams.pool(channel);
     const request: Dispatcher.DispatchOptions = {
       method: 'POST',

@@ -404,6 +404,27 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     }
   });
 
+  it('a body its translation cannot read: 400, no upstream call, and the capacity slot back', async () => {
+    // Regression: the translators threw on shapes validation let through (a null system block,
+    // a null tool); the client got 502 and the channel's slot stayed taken until its TTL.
+    const before = h.mock.callCount();
+    const bad = [
+      { system: [null] },
+      { tools: [null] },
+      { messages: [{ role: 'user', content: [{ type: 'image' }] }] },
+    ];
+    for (const extra of bad) {
+      const r = await post(
+        '/v1/messages',
+        { model: 'gpt-x', max_tokens: 10, messages: [{ role: 'user', content: 'x' }], ...extra },
+        { 'x-api-key': key, 'anthropic-version': '2023-06-01' },
+      );
+      expect(r.status, JSON.stringify(extra)).toBe(400);
+    }
+    expect(h.mock.callCount()).toBe(before);
+    expect(await h.gateway.ctx.limiter.slotsInUse('oa-main')).toBe(0);
+  });
+
   it('unknown routes: 404 not_found in the error object', async () => {
     const r = await post('/v1/nothing', {});
     expect(r.status).toBe(404);
