@@ -14,7 +14,7 @@ import type { EndpointDef } from '../http/endpoints.ts';
 import type { ModelCall } from '../http/model-front.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import type { StreamRelay } from '../protocols/stream-relay.ts';
-import { scrubSecrets } from '../telemetry/logging.ts';
+import { redactSecrets, scrubSecrets } from '../telemetry/logging.ts';
 import type { SlotLease } from '../limits/limiter.ts';
 import type { JsonObject } from '../protocols/types.ts';
 import type { Usage } from '../protocols/usage.ts';
@@ -459,6 +459,7 @@ async function dispatch(
     if (attempts > 0)
       await sleep(Math.min(ctx.relay.backoffMs * 2 ** (attempts - 1), ctx.relay.backoffMs * 8));
     attempts++;
+    const apiKey = ctx.upstreams.apiKey(channel);
     let plan: UpstreamPlan;
     try {
       plan = planFor({
@@ -468,7 +469,7 @@ async function dispatch(
         body: admitted.body,
         effort: admitted.facts.effort,
         wantsUsage: admitted.facts.wantsUsage,
-        apiKey: ctx.upstreams.apiKey(channel),
+        apiKey,
         anthropicBeta: typeof beta === 'string' ? beta : null,
         requestId,
       });
@@ -517,12 +518,15 @@ async function dispatch(
       const text =
         answer !== null ? (answer.text ?? '') : await response!.body.text().catch(() => '');
       await release();
-      const reason = upstreamReason(text);
+      // An upstream may quote the key it was sent, in whatever shape the key has: the channel's
+      // own key is removed by value, then anything shaped like a key (session 21: a key without
+      // the `sk-` shape reached the client in a 502 and a 400).
+      const reason = scrubSecrets(redactSecrets(upstreamReason(text), [apiKey]));
       if (status === 429 || status >= 500 || status === 401 || status === 403) {
         lastFailure = {
           outcome: status === 429 ? 'http_429' : status >= 500 ? 'http_5xx' : 'http_4xx',
           status,
-          message: `upstream ${status}: ${scrubSecrets(reason)}`,
+          message: `upstream ${status}: ${reason}`,
           clientFault: false,
         };
         attemptObs.end(lastFailure.outcome, status);
@@ -537,13 +541,11 @@ async function dispatch(
       }
       // 400, 404, 413, 422…: the request itself is at fault; another channel would say the same.
       attemptObs.end('http_4xx', status);
-      // An upstream may quote a key in its message: scrub before it reaches the client.
-      const said = scrubSecrets(reason);
       return {
         kind: 'error',
         error: new GatewayError(
           'invalid_parameter_error',
-          `upstream rejected the request: ${said}`,
+          `upstream rejected the request: ${reason}`,
         ),
         attempted: true,
       };

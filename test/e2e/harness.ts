@@ -197,10 +197,15 @@ export function e2eStore(): Promise<SqlStore> {
 }
 
 export async function startHarness(
-  opts: Partial<GatewayOptions> & { files?: (mockUrl: string) => Record<string, string> } = {},
+  opts: Partial<GatewayOptions> & {
+    files?: (mockUrl: string) => Record<string, string>;
+    /** The channels' upstream key (E2E_MOCK_KEY), which the mock then accepts alone. */
+    upstreamKey?: string;
+  } = {},
 ): Promise<Harness> {
-  const mock = await startMockUpstream();
-  process.env.E2E_MOCK_KEY = MOCK_DEFAULT_KEY;
+  const upstreamKey = opts.upstreamKey ?? MOCK_DEFAULT_KEY;
+  const mock = await startMockUpstream({ keys: [upstreamKey] });
+  process.env.E2E_MOCK_KEY = upstreamKey;
   const configDir = await mkdtemp(join(tmpdir(), 'switchyard-e2e-'));
   const files = (opts.files ?? E2E_CONFIG)(mock.url);
   await Promise.all(
