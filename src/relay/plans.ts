@@ -63,6 +63,11 @@ export interface PlanInput {
   anthropicBeta: string | null;
   /** Sent upstream as x-request-id, after the channel's own headers. */
   requestId: string;
+  /**
+   * Image generation: the size that was priced (the body's, or the model's first when it gave
+   * none), sent upstream so the supplier makes what is billed; null elsewhere.
+   */
+  imageSize: string | null;
 }
 
 function reasoningParams(input: PlanInput): Record<string, unknown> | null {
@@ -179,7 +184,11 @@ export function planFor(input: PlanInput): UpstreamPlan {
       return nonStream(
         '/images/generations',
         headers,
-        { ...body, model: upstreamModel },
+        // Without it the supplier picks its own default (1024x1024 at OpenAI) while the price
+        // was the first listed size's, the cheapest when listed in order (session 21).
+        input.imageSize === null
+          ? { ...body, model: upstreamModel }
+          : { ...body, model: upstreamModel, size: input.imageSize },
         (answer, text) => {
           const info = readImagesResponse(answer);
           return {

@@ -472,6 +472,7 @@ async function dispatch(
         apiKey,
         anthropicBeta: typeof beta === 'string' ? beta : null,
         requestId,
+        imageSize: endpoint === 'images_generations' ? admitted.imageSize : null,
       });
     } catch (err) {
       // A body that validation let through but a translation cannot read (a null tool, a block

@@ -283,6 +283,20 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     expect(row.costNano).toBe(250_000_000n);
   });
 
+  it('an image request without a size gets the size it is billed at', async () => {
+    // Regression: the first listed size was priced, but the upstream was sent no size and made
+    // its own default (1024x1024 at OpenAI) whatever was billed.
+    const verified = await h.account({ realname: true });
+    const res = await fetch(`${h.gateway.url}/v1/images/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${verified.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'painter', prompt: 'a cat' }),
+    });
+    expect(res.status).toBe(200);
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({ model: 'painter-up', size: '1024x1024' });
+    expect((await h.usage(res.headers.get('x-request-id')!)).costNano).toBe(200_000_000n);
+  });
+
   it('keeps a valid incoming x-request-id and puts it on the usage row', async () => {
     const r = await fetch(`${h.gateway.url}/v1/chat/completions`, {
       method: 'POST',
