@@ -129,7 +129,10 @@ export function planFor(input: PlanInput): UpstreamPlan {
           () => new AnthropicToChatStream(t.clientWantsUsage, publicName),
         );
       }
-      const m = mapChatRequest(body as unknown as ChatRequest, upstreamModel, params);
+      const m = mapChatRequest(body as unknown as ChatRequest, upstreamModel, params, {
+        tokens: input.model.maxOutputTokens,
+        reasoning: input.model.reasoning !== null,
+      });
       return plan(
         '/chat/completions',
         headers,
@@ -164,7 +167,7 @@ export function planFor(input: PlanInput): UpstreamPlan {
       );
     }
     case 'responses': {
-      const m = mapResponsesRequest(body, upstreamModel, params);
+      const m = mapResponsesRequest(body, upstreamModel, params, input.model.maxOutputTokens);
       return plan(
         '/responses',
         headers,

@@ -34,6 +34,7 @@ import {
   isObj,
   modelOf,
   validateChat,
+  validateCompletions,
   validateImages,
   validateMessages,
   validateResponses,
@@ -95,6 +96,7 @@ const NO_FACTS: ChatFacts = {
   stream: false,
   wantsUsage: false,
   maxTokens: null,
+  choices: 1,
   imageBlocks: 0,
   effort: null,
 };
@@ -125,6 +127,9 @@ function validate(
           'invalid_parameter_error',
           `stream is not supported on the ${endpoint} endpoint`,
         );
+      if (endpoint === 'completions') {
+        return { facts: validateCompletions(body), size: null, n: 0 };
+      }
       return { facts: NO_FACTS, size: null, n: 0 };
   }
 }
@@ -245,7 +250,8 @@ async function admit(
     if (endpoint === 'images_generations' && model.billing === 'image') {
       reservedNano = imageCost(checked.size ?? '', checked.n, snapshot) ?? 0n;
     } else {
-      const maxOut = checked.facts.maxTokens ?? model.maxOutputTokens;
+      // Each answer asked for (n) may take the whole output bound.
+      const maxOut = (checked.facts.maxTokens ?? model.maxOutputTokens) * checked.facts.choices;
       reservedNano = tokenReservation(
         inputTokenBound(bodyBytes, checked.facts.imageBlocks),
         maxOut,

@@ -54,8 +54,20 @@ export interface ChatFacts {
   stream: boolean;
   wantsUsage: boolean;
   maxTokens: number | null;
+  /** Answers asked for (`n` of chat and completions): each may take maxTokens of output. */
+  choices: number;
   imageBlocks: number;
   effort: Effort | null;
+}
+
+/** OpenAI's own ceiling on `n`. */
+const MAX_CHOICES = 128;
+
+function choicesOf(body: Obj): number {
+  optInt(body, 'n', 1);
+  const n = (body.n ?? 1) as number;
+  if (n > MAX_CHOICES) throw bad(`n must be at most ${MAX_CHOICES}`);
+  return n;
 }
 
 function requireCapability(model: ModelEntry, has: boolean, what: string): void {
@@ -146,6 +158,7 @@ export function validateChat(body: Obj, model: ModelEntry): ChatFacts {
     stream: body.stream === true,
     wantsUsage: isObj(so) && so.include_usage === true,
     maxTokens,
+    choices: choicesOf(body),
     imageBlocks,
     effort: effortOf(body, model),
   };
@@ -188,8 +201,25 @@ export function validateMessages(body: Obj, model: ModelEntry): ChatFacts {
     stream: body.stream === true,
     wantsUsage: true,
     maxTokens: body.max_tokens as number,
+    choices: 1,
     imageBlocks,
     effort: effortOf(body, model),
+  };
+}
+
+/**
+ * A text completion (/v1/completions, passed through): its output bound and `n`, which the
+ * reservation needs; a max_tokens the client gives is sent as it is.
+ */
+export function validateCompletions(body: Obj): ChatFacts {
+  optInt(body, 'max_tokens', 1);
+  return {
+    stream: false,
+    wantsUsage: false,
+    maxTokens: (body.max_tokens ?? null) as number | null,
+    choices: choicesOf(body),
+    imageBlocks: 0,
+    effort: null,
   };
 }
 
@@ -209,6 +239,7 @@ export function validateResponses(body: Obj, model: ModelEntry): ChatFacts {
     stream: body.stream === true,
     wantsUsage: true,
     maxTokens: (body.max_output_tokens ?? null) as number | null,
+    choices: 1,
     imageBlocks: 0,
     effort: effortOf(body, model),
   };

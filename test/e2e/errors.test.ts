@@ -79,6 +79,12 @@ describe('rejections: status, code, request id, and no upstream call', () => {
       'invalid_parameter_error',
     ],
     [
+      'more answers (n) than any supplier gives',
+      () => post('/v1/chat/completions', { ...chat, n: 129 }, { authorization: `Bearer ${key}` }),
+      400,
+      'invalid_parameter_error',
+    ],
+    [
       'a wrong type',
       () =>
         post(

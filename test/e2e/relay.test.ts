@@ -411,6 +411,42 @@ describe('failover and streams', () => {
     expect(row.outputTokens).toBeGreaterThanOrEqual(deltas);
   });
 
+  it('holds the upstream to the output bound it reserved: max_tokens, max_output_tokens, and n', async () => {
+    // Regression: a request without max_tokens reserved the model's max_output_tokens, but the
+    // upstream was sent no cap and the charge is capped at the reservation, so a longer answer
+    // went unbilled past it; and `n` answers were reserved as one (session 21).
+    const send = async (path: string, body: object): Promise<string> => {
+      const r = await fetch(`${h.gateway.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(r.status).toBe(200);
+      await r.text();
+      return r.headers.get('x-request-id')!;
+    };
+    const one = await send('/v1/chat/completions', {
+      model: 'gpt-x',
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    // gpt-x is a reasoning model: OpenAI's take the bound as max_completion_tokens.
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({ max_completion_tokens: 1000 });
+    await send('/v1/chat/completions', {
+      model: 'plain',
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({ max_tokens: 100 });
+    await send('/v1/responses', { model: 'gpt-x', input: 'x' });
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({ max_output_tokens: 1000 });
+    const four = await send('/v1/chat/completions', {
+      model: 'gpt-x',
+      n: 4,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    const [r1, r4] = await Promise.all([h.usage(one), h.usage(four)]);
+    expect(r4.reservedNano > 3n * r1.reservedNano).toBe(true);
+  });
+
   it('returns 502 upstream_error when every channel fails, at no cost', async () => {
     h.mock.script({ model: 'gpt-x-up', status: 503 }, { model: 'gpt-x-backup', status: 502 });
     const { response } = await h

@@ -23,6 +23,8 @@ afterAll(async () => {
   await mock.close();
 });
 
+const CAP = { tokens: 4096, reasoning: false };
+
 const chat: ChatRequest = {
   model: 'public-model',
   messages: [{ role: 'user', content: 'hi' }],
@@ -32,7 +34,7 @@ const chat: ChatRequest = {
 
 describe('chat request mapping', () => {
   it('replaces the model, merges reasoning params and drops the client reasoning_effort', () => {
-    const m = mapChatRequest(chat, 'deepseek-reasoner', { thinking: { type: 'enabled' } });
+    const m = mapChatRequest(chat, 'deepseek-reasoner', { thinking: { type: 'enabled' } }, CAP);
     expect(m.body.model).toBe('deepseek-reasoner');
     expect(m.body.thinking).toEqual({ type: 'enabled' });
     expect(m.body).not.toHaveProperty('reasoning_effort');
@@ -40,15 +42,20 @@ describe('chat request mapping', () => {
   });
 
   it('maps the effort to the upstream value when config says so', () => {
-    const m = mapChatRequest(chat, 'o4-mini', { reasoning_effort: 'medium' });
+    const m = mapChatRequest(chat, 'o4-mini', { reasoning_effort: 'medium' }, CAP);
     expect(m.body.reasoning_effort).toBe('medium');
   });
 
   it('always asks a stream for usage and remembers whether the client did', () => {
-    const quiet = mapChatRequest(chat, 'x', null);
+    const quiet = mapChatRequest(chat, 'x', null, CAP);
     expect(quiet.body.stream_options).toEqual({ include_usage: true });
     expect(quiet.clientWantsUsage).toBe(false);
-    const asked = mapChatRequest({ ...chat, stream_options: { include_usage: true } }, 'x', null);
+    const asked = mapChatRequest(
+      { ...chat, stream_options: { include_usage: true } },
+      'x',
+      null,
+      CAP,
+    );
     expect(asked.clientWantsUsage).toBe(true);
     expect(asked.stream).toBe(true);
   });
@@ -58,6 +65,7 @@ describe('chat request mapping', () => {
       { ...chat, stream: false, stream_options: { include_usage: true } },
       'x',
       null,
+      CAP,
     );
     expect(m.stream).toBe(false);
     expect(m.body).not.toHaveProperty('stream_options');
@@ -177,8 +185,23 @@ describe('chat stream relay', () => {
 
 describe('responses', () => {
   it('passes the request through with the upstream model', () => {
-    const m = mapResponsesRequest({ model: 'pub', input: 'hi', stream: true }, 'gpt-4.1', null);
-    expect(m).toEqual({ body: { model: 'gpt-4.1', input: 'hi', stream: true }, stream: true });
+    const m = mapResponsesRequest(
+      { model: 'pub', input: 'hi', stream: true },
+      'gpt-4.1',
+      null,
+      4096,
+    );
+    expect(m).toEqual({
+      body: { model: 'gpt-4.1', input: 'hi', stream: true, max_output_tokens: 4096 },
+      stream: true,
+    });
+    const own = mapResponsesRequest(
+      { model: 'pub', input: 'hi', max_output_tokens: 9 },
+      'g',
+      null,
+      4096,
+    );
+    expect(own.body.max_output_tokens).toBe(9);
   });
 
   it('reads usage from a non-stream response', async () => {

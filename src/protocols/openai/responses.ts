@@ -19,9 +19,12 @@ export function mapResponsesRequest(
   client: JsonObject,
   upstreamModel: string,
   reasoningParams: Record<string, unknown> | null,
+  maxOutputTokens: number,
 ): MappedResponsesRequest {
   const body: JsonObject = { ...client, model: upstreamModel };
   if (reasoningParams !== null) Object.assign(body, reasoningParams);
+  // The bound the reservation priced, when the client gave none (as in chat-request.ts).
+  if (body.max_output_tokens == null) body.max_output_tokens = maxOutputTokens;
   return { body, stream: client.stream === true };
 }
 
