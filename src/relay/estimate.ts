@@ -33,33 +33,65 @@ export function inputTokenBound(bodyBytes: number, imageBlocks: number): number 
   return bodyBytes + imageBlocks * TOKENS_PER_IMAGE_BOUND;
 }
 
-function collectText(value: unknown, out: string[]): void {
+/** Where a request body keeps its text. */
+const REQUEST_TEXT = [
+  'content',
+  'text',
+  'input',
+  'system',
+  'messages',
+  'prompt',
+  'instructions',
+  'arguments',
+] as const;
+
+/**
+ * Where an answer keeps what the model wrote: chat's choices[].message.content and tool call
+ * arguments, completions' choices[].text, Anthropic's content[].text and thinking, Responses'
+ * output[].content[].text. Not its ids, model names or embeddings.
+ */
+const ANSWER_TEXT = [
+  'choices',
+  'message',
+  'content',
+  'text',
+  'tool_calls',
+  'function',
+  'arguments',
+  'refusal',
+  'reasoning_content',
+  'thinking',
+  'output',
+] as const;
+
+function collectText(value: unknown, keys: readonly string[], out: string[]): void {
   if (typeof value === 'string') out.push(value);
-  else if (Array.isArray(value)) for (const v of value) collectText(v, out);
+  else if (Array.isArray(value)) for (const v of value) collectText(v, keys, out);
   else if (value !== null && typeof value === 'object') {
     const o = value as Record<string, unknown>;
-    for (const k of [
-      'content',
-      'text',
-      'input',
-      'system',
-      'messages',
-      'prompt',
-      'instructions',
-      'arguments',
-    ]) {
-      if (k in o) collectText(o[k], out);
-    }
+    for (const k of keys) if (k in o) collectText(o[k], keys, out);
   }
+}
+
+function tokensOf(value: unknown, keys: readonly string[]): number {
+  const parts: string[] = [];
+  collectText(value, keys, parts);
+  let n = 0;
+  for (const p of parts) n += encode(p).length;
+  return n;
 }
 
 /** Tokens of the text in a request body (messages, input, system, prompt), by cl100k/o200k BPE. */
 export function estimateInputTokens(body: unknown): number {
-  const parts: string[] = [];
-  collectText(body, parts);
-  let n = 0;
-  for (const p of parts) n += encode(p).length;
-  return n;
+  return tokensOf(body, REQUEST_TEXT);
+}
+
+/**
+ * Tokens of what an answer's model wrote, for an answer that reports no usage: billed as output
+ * 0 before, so a 2,164-character answer cost its input alone (session 21).
+ */
+export function estimateOutputTokens(answer: unknown): number {
+  return tokensOf(answer, ANSWER_TEXT);
 }
 
 export function estimateTextTokens(text: string): number {

@@ -16,6 +16,7 @@ import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import type { StreamRelay } from '../protocols/stream-relay.ts';
 import { redactSecrets, scrubSecrets } from '../telemetry/logging.ts';
 import type { SlotLease } from '../limits/limiter.ts';
+import { parseJson } from '../protocols/json-read.ts';
 import type { JsonObject } from '../protocols/types.ts';
 import type { Usage } from '../protocols/usage.ts';
 import { keyAllowsModel } from '../store/model-patterns.ts';
@@ -25,7 +26,7 @@ import type { Candidate, ModelEntry, Route, RoutingTable } from '../table/types.
 import { newRequestId } from '../http/request-id.ts';
 import { orderCandidates } from './channel-choice.ts';
 import type { GatewayContext } from './context.ts';
-import { estimateInputTokens, inputTokenBound } from './estimate.ts';
+import { estimateInputTokens, estimateOutputTokens, inputTokenBound } from './estimate.ts';
 import type { AttemptOutcome, RequestObserver, SettledFacts } from './observer.ts';
 import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
 import { UpstreamPump } from './stream-pump.ts';
@@ -895,7 +896,12 @@ export async function relayModelRoute(
 
   if (dispatched.kind === 'answer') {
     const { finished, candidate } = dispatched;
-    const metered = meter(admitted, finished.usage, finished.images, 0);
+    const metered = meter(
+      admitted,
+      finished.usage,
+      finished.images,
+      finished.usage === null ? estimateOutputTokens(parseJson(finished.text)) : 0,
+    );
     res.off('close', onClose);
     const headers = call.replyHeaders;
     headers['content-type'] = 'application/json';

@@ -195,6 +195,10 @@ describe('chat completions', () => {
     const row = await h.usage(response.headers.get('x-request-id')!);
     expect(row.estimated).toBe(true);
     expect(row.inputTokens).toBeGreaterThan(0);
+    // The answer's text is estimated too: it was billed as 0 output tokens (session 21). The
+    // mock's answer, "Hello from the mock upstream.", is 6-7 tokens in any BPE.
+    expect(row.outputTokens).toBeGreaterThanOrEqual(5);
+    expect(row.outputTokens).toBeLessThanOrEqual(10);
   });
 
   it('serves the playground route the same way', async () => {
