@@ -1,6 +1,7 @@
 // The one interface the relay drives for every streamed answer, native or translated: feed it the
 // upstream's bytes as they arrive, write what it returns, read usage when the stream is over.
 
+import { redactSecrets } from '../telemetry/logging.ts';
 import { SseParser } from './sse-parser.ts';
 import type { SseEvent } from './types.ts';
 import type { Usage } from './usage.ts';
@@ -31,6 +32,11 @@ export interface StreamRelay {
   readonly events: number;
   /** performance.now() when the first event was handed to the client; null before that. */
   readonly firstContentAt: number | null;
+  /**
+   * Text to take out of every event this relay writes (the channel's key): an upstream's error
+   * event may quote the key it was sent, and went to the client as it came (session 21).
+   */
+  hideSecrets(secrets: readonly string[]): void;
   /** True once the upstream sent its own end marker ([DONE], message_stop, response.completed). */
   readonly completed: boolean;
   /** The message of an error event the upstream sent inside the stream, else null. */
@@ -53,6 +59,7 @@ export abstract class SseStreamRelay implements StreamRelay {
   upstreamModel: string | null;
   protected out: string;
   private readonly parser: SseParser;
+  private secrets: readonly string[];
 
   constructor() {
     this.usage = null;
@@ -63,6 +70,7 @@ export abstract class SseStreamRelay implements StreamRelay {
     this.upstreamId = null;
     this.upstreamModel = null;
     this.out = '';
+    this.secrets = [];
     this.parser = new SseParser((event) => this.onEvent(event));
   }
 
@@ -90,11 +98,20 @@ export abstract class SseStreamRelay implements StreamRelay {
     return this.take();
   }
 
-  /** Appends one client event; stamps the time of the first. */
+  hideSecrets(secrets: readonly string[]): void {
+    this.secrets = secrets.filter((s) => s.length > 0);
+  }
+
+  /**
+   * Appends one client event; stamps the time of the first. Events passed on whole by
+   * unchangedEvents skip this: those are plain content chunks, never an error event.
+   */
   protected emit(text: string): void {
     if (this.firstContentAt === null) this.firstContentAt = performance.now();
     this.events++;
-    this.out += text;
+    let out = text;
+    for (const s of this.secrets) if (out.includes(s)) out = redactSecrets(out, this.secrets);
+    this.out += out;
   }
 
   protected abstract onEvent(event: SseEvent): void;

@@ -596,6 +596,7 @@ async function dispatch(
     // A stream: wait for its first chunk before committing to this channel, so a stream that dies
     // before saying anything still fails over (DESIGN invariant 7: retry only before the first byte).
     const relay = plan.relay();
+    relay.hideSecrets([apiKey]);
     const pump = new UpstreamPump(response!.body, relay);
     let first = '';
     try {

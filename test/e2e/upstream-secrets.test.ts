@@ -46,3 +46,26 @@ it('a 400 that quotes the channel key: 400 without the key', async () => {
   expect(r.text).toContain('bad request for key');
   expect(r.text).not.toContain(UPSTREAM_KEY);
 });
+
+it('an error event inside a 200 stream that quotes the channel key: the event without the key', async () => {
+  h.mock.script({
+    model: 'plain-up',
+    status: 200,
+    body:
+      'data: {"id":"c1","object":"chat.completion.chunk","model":"plain-up","choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n' +
+      `data: {"error":{"message":"quota exceeded for ${UPSTREAM_KEY}"}}\n\n`,
+  });
+  const r = await fetch(`${h.gateway.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'plain',
+      stream: true,
+      messages: [{ role: 'user', content: 'x' }],
+    }),
+  });
+  const text = await r.text();
+  expect(r.status).toBe(200);
+  expect(text).toContain('quota exceeded for');
+  expect(text).not.toContain(UPSTREAM_KEY);
+});
