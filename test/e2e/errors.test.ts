@@ -13,6 +13,22 @@ beforeAll(async () => {
 }, 60_000);
 afterAll(async () => h?.close());
 
+/** The next gpt-x answer as given: a chat.completion with an id and usage the mock would not make. */
+function scriptAnswer(id: string, usage: object): void {
+  h.mock.script({
+    model: 'gpt-x-up',
+    status: 200,
+    body: {
+      id,
+      object: 'chat.completion',
+      created: 1,
+      model: 'gpt-x-up',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+      usage,
+    },
+  });
+}
+
 async function post(
   path: string,
   body: unknown,
@@ -359,19 +375,10 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     // Regression: a NUL in the upstream's id made the lease book's write fail and retry forever,
     // so neither this request nor any later one was charged (src/store/storable-text.ts).
     const { key: k, accountId: acct } = await h.account({ balance: '1' });
-    h.mock.script({
-      model: 'gpt-x-up',
-      status: 200,
-      body: {
-        id: 'chatcmpl-\u0000odd',
-        object: 'chat.completion',
-        created: 1,
-        model: 'gpt-x-up',
-        choices: [
-          { index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' },
-        ],
-        usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-      },
+    scriptAnswer('chatcmpl-\u0000odd', {
+      prompt_tokens: 10,
+      completion_tokens: 5,
+      total_tokens: 15,
     });
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) {
@@ -390,19 +397,10 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     // Regression: completion_tokens 1e16 failed the settlement's safe-integer check, so the
     // request was never charged and its hold stayed until the process ended (session 21).
     const { key: k } = await h.account({ balance: '1' });
-    h.mock.script({
-      model: 'gpt-x-up',
-      status: 200,
-      body: {
-        id: 'chatcmpl-huge',
-        object: 'chat.completion',
-        created: 1,
-        model: 'gpt-x-up',
-        choices: [
-          { index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' },
-        ],
-        usage: { prompt_tokens: 5, completion_tokens: 1e16, total_tokens: 1e16 },
-      },
+    scriptAnswer('chatcmpl-huge', {
+      prompt_tokens: 5,
+      completion_tokens: 1e16,
+      total_tokens: 1e16,
     });
     const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${k}` });
     expect(r.status).toBe(200);
