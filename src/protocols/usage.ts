@@ -15,6 +15,11 @@ export interface Usage {
   reasoningTokens: number;
   /** True only when the supplier reported a cache-hit field with a value > 0. */
   cacheHitReported: boolean;
+  /**
+   * False when the usage object had input counts but no output count: outputTokens is then 0
+   * for want of a figure, and billing estimates it (an answer was billed 0 output, session 21).
+   */
+  outputReported: boolean;
 }
 
 export function makeUsage(
@@ -22,6 +27,7 @@ export function makeUsage(
   cacheHitTokens: number,
   outputTokens: number,
   reasoningTokens: number,
+  outputReported = true,
 ): Usage {
   return {
     inputTokens,
@@ -29,6 +35,7 @@ export function makeUsage(
     outputTokens,
     reasoningTokens,
     cacheHitReported: cacheHitTokens > 0,
+    outputReported,
   };
 }
 
@@ -54,7 +61,7 @@ export function usageFromOpenAiChat(usage: unknown): Usage | null {
   const hit = prompt !== null ? Math.min(reportedHit, prompt) : reportedHit;
   const input = prompt !== null ? Math.max(0, prompt - hit) : (deepSeekMiss ?? 0);
   const reasoning = detail(usage, 'completion_tokens_details', 'reasoning_tokens') ?? 0;
-  return makeUsage(input, hit, completion ?? 0, reasoning);
+  return makeUsage(input, hit, completion ?? 0, reasoning, completion !== null);
 }
 
 /** From an OpenAI Responses `usage` (input_tokens includes input_tokens_details.cached_tokens). */
@@ -67,7 +74,7 @@ export function usageFromOpenAiResponses(usage: unknown): Usage | null {
   // Part of input_tokens, as in chat: never more than it.
   const hit = input !== null ? Math.min(reportedHit, input) : reportedHit;
   const reasoning = detail(usage, 'output_tokens_details', 'reasoning_tokens') ?? 0;
-  return makeUsage(Math.max(0, (input ?? 0) - hit), hit, output ?? 0, reasoning);
+  return makeUsage(Math.max(0, (input ?? 0) - hit), hit, output ?? 0, reasoning, output !== null);
 }
 
 /**
@@ -82,7 +89,7 @@ export function usageFromAnthropic(usage: unknown): Usage | null {
   const write = countAt(usage, 'cache_creation_input_tokens') ?? 0;
   const hit = countAt(usage, 'cache_read_input_tokens') ?? 0;
   const thinking = detail(usage, 'output_tokens_details', 'thinking_tokens') ?? 0;
-  return makeUsage((input ?? 0) + write, hit, output ?? 0, thinking);
+  return makeUsage((input ?? 0) + write, hit, output ?? 0, thinking, output !== null);
 }
 
 /**

@@ -613,7 +613,9 @@ async function dispatch(
       ctx.health.failure(channel.id, Date.now());
       continue;
     }
-    if (first === '') {
+    // Nothing from the upstream at all: a chat relay's closing `[DONE]` alone is not an answer
+    // (an empty 200 stream was answered `data: [DONE]` and billed, never failed over).
+    if (first === '' || relay.events === 0) {
       await release();
       lastFailure = {
         outcome: 'stream_cut',
@@ -690,7 +692,8 @@ function meter(
     // A stream cut before its end marker may have reported usage only so far: Anthropic's
     // message_start says output_tokens: 1, and a client that left after 250 deltas paid for 1
     // (session 21). What was relayed is billed at least.
-    if (partial && outputEstimate > usage.outputTokens) {
+    // And usage without an output count (outputReported false) is estimated the same way.
+    if ((partial || !usage.outputReported) && outputEstimate > usage.outputTokens) {
       const floor: Usage = { ...usage, outputTokens: outputEstimate };
       return { usage: floor, estimated: true, costNano: tokenCost(floor, s) };
     }
@@ -703,6 +706,7 @@ function meter(
     outputTokens: outputEstimate,
     reasoningTokens: 0,
     cacheHitReported: false,
+    outputReported: false,
   };
   return { usage: est, estimated: true, costNano: tokenCost(est, s) };
 }
@@ -901,7 +905,9 @@ export async function relayModelRoute(
       admitted,
       finished.usage,
       finished.images,
-      finished.usage === null ? estimateOutputTokens(parseJson(finished.text)) : 0,
+      finished.usage === null || !finished.usage.outputReported
+        ? estimateOutputTokens(parseJson(finished.text))
+        : 0,
     );
     res.off('close', onClose);
     const headers = call.replyHeaders;

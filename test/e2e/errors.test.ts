@@ -409,6 +409,16 @@ describe('rejections: status, code, request id, and no upstream call', () => {
     expect(row.costNano).toBe(row.reservedNano);
   });
 
+  it('estimates the output of an answer whose usage has no completion count', async () => {
+    // Regression: usage {prompt_tokens} alone was billed as 0 output tokens, not estimated.
+    scriptAnswer('chatcmpl-half', { prompt_tokens: 5 });
+    const r = await post('/v1/chat/completions', chat, { authorization: `Bearer ${key}` });
+    expect(r.status).toBe(200);
+    const row = await h.usage(r.headers.get('x-request-id')!);
+    expect(row).toMatchObject({ inputTokens: 5, estimated: true });
+    expect(row.outputTokens).toBeGreaterThan(0);
+  });
+
   it('a max_tokens no balance can cover: 403 insufficient_user_quota, not 503', async () => {
     // Regression: the reservation overflowed int8 in the database (session 21).
     for (const max of [1e14, 1e300]) {

@@ -367,6 +367,23 @@ describe('failover and streams', () => {
     expect(h.mock.calls.at(-1)?.body).toMatchObject({ model: 'gpt-x-backup' });
   });
 
+  it('fails over from a 200 stream that ends without a single event', async () => {
+    // Regression: the chat relay's closing [DONE] counted as the first byte, so the empty stream
+    // was answered `data: [DONE]` and billed, and the backup channel never tried.
+    h.mock.script({ model: 'gpt-x-up', status: 200, body: '' });
+    const stream = await h.openai(key).chat.completions.create({
+      model: 'gpt-x',
+      stream: true,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    let text = '';
+    for await (const c of stream) text += c.choices[0]?.delta.content ?? '';
+    expect(text).toBe('Hello from the mock upstream.');
+    expect(h.mock.calls.at(-1)?.body).toMatchObject({ model: 'gpt-x-backup' });
+    // Three failures in a row cool a channel: the tests after this one want oa-main first.
+    h.gateway.ctx.health.success('oa-main');
+  });
+
   it('does not retry after the first byte: a cut stream ends with an error event', async () => {
     h.mock.script({ model: 'gpt-x-up', cutAfterChunks: 3 });
     const before = h.mock.callCount();

@@ -79,6 +79,7 @@ describe('anthropic response reading', () => {
       outputTokens: 6,
       reasoningTokens: 0,
       cacheHitReported: true,
+      outputReported: true,
     });
   });
 });

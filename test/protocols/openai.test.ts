@@ -96,6 +96,7 @@ describe('chat response reading', () => {
       outputTokens: 6,
       reasoningTokens: 0,
       cacheHitReported: true,
+      outputReported: true,
     });
   });
 });
@@ -124,6 +125,7 @@ describe('chat stream relay', () => {
       outputTokens: 14,
       reasoningTokens: 8,
       cacheHitReported: false,
+      outputReported: true,
     });
     expect(relay.completed).toBe(true);
     expect(relay.upstreamModel).toBe('up-1');

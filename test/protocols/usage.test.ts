@@ -22,6 +22,7 @@ describe('usage from an OpenAI-compatible chat usage object', () => {
       outputTokens: 200,
       reasoningTokens: 50,
       cacheHitReported: true,
+      outputReported: true,
     });
   });
 
@@ -79,6 +80,19 @@ describe('usage from an OpenAI-compatible chat usage object', () => {
     );
   });
 
+  it('says when a usage object had no output count, so billing estimates it', () => {
+    expect(usageFromOpenAiChat({ prompt_tokens: 5 })).toMatchObject({
+      inputTokens: 5,
+      outputTokens: 0,
+      outputReported: false,
+    });
+    expect(usageFromOpenAiChat({ prompt_tokens: 5, completion_tokens: 0 })?.outputReported).toBe(
+      true,
+    );
+    expect(usageFromOpenAiResponses({ input_tokens: 5 })?.outputReported).toBe(false);
+    expect(usageFromAnthropic({ input_tokens: 5 })?.outputReported).toBe(false);
+  });
+
   it('returns null for usage: null and for objects without counts', () => {
     expect(usageFromOpenAiChat(null)).toBeNull();
     expect(usageFromOpenAiChat({})).toBeNull();
@@ -102,6 +116,7 @@ describe('usage from an OpenAI Responses usage object', () => {
       outputTokens: 40,
       reasoningTokens: 25,
       cacheHitReported: true,
+      outputReported: true,
     });
   });
 });
@@ -122,6 +137,7 @@ describe('usage from an Anthropic usage object', () => {
       outputTokens: 70,
       reasoningTokens: 30,
       cacheHitReported: true,
+      outputReported: true,
     });
   });
 
