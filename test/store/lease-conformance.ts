@@ -402,6 +402,36 @@ export function describeLeaseConformance(backend: string, harness: StoreHarness)
       expect((await admin.getUsage(own.id))?.clientRequestId).toBeNull();
     });
 
+    it("stamps a write's usage rows and its ledger row with one time, so every period reconciles", async () => {
+      // Regression: the usage rows had the transaction's start and the ledger row a later
+      // clock_timestamp(), so a period ending between the two listed the rows but not their
+      // charge (DESIGN invariant 5, session 21).
+      const { account, key } = await funded(YUAN);
+      const book = await db.open(true);
+      for (let i = 0; i < 3; i++) {
+        const h = await reserveOn(book, account, key, 5000n);
+        void book.settle(h.id, outcome(100n));
+      }
+      await book.flush();
+      const rows = await admin.listUsage({ accountId: account.id });
+      const st = await admin.statement(account.id, new Date(0), new Date(Date.now() + 60_000));
+      const usage = st.rows.filter((r) => r.kind === 'usage');
+      expect(rows).toHaveLength(3);
+      expect(usage).toHaveLength(1);
+      for (const r of rows) expect(r.createdAt.getTime()).toBe(usage[0]!.createdAt.getTime());
+      // And so a period ending just before that time holds neither, one ending just after both.
+      const at = usage[0]!.createdAt.getTime();
+      for (const to of [at, at + 1]) {
+        const inLog = (await admin.listUsage({ accountId: account.id, to: new Date(to) })).reduce(
+          (sum, r) => sum + r.costNano,
+          0n,
+        );
+        const inStatement = (await admin.statement(account.id, new Date(0), new Date(to)))
+          .usageNano;
+        expect(inLog).toBe(inStatement);
+      }
+    });
+
     it('refuses a reservation larger than any balance as insufficient, not as a database error', async () => {
       // Regression: max_tokens: 1e14 made the grow's desired amount overflow int8, and the relay
       // answered the database's error as 503 "store unavailable" (session 21).

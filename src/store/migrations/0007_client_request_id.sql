@@ -18,6 +18,11 @@ RETURNS TABLE (r_kind text, r_id text, r_amount int8)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_taken text[] := '{}';
+  -- One time for the write's usage rows and its ledger rows, taken under the accounts' locks (so
+  -- ledger order per account is still balance order): the usage rows had the transaction's start
+  -- (now()) and the ledger rows a clock_timestamp() a few ms later, so a period ending between
+  -- the two counted the rows in the log but not their charge in the statement (session 21).
+  v_at timestamptz;
 BEGIN
   IF jsonb_array_length(p_snapshots) > 0 THEN
     INSERT INTO price_snapshots (id, snapshot)
@@ -38,6 +43,7 @@ BEGIN
     PERFORM 1 FROM accounts
       WHERE id IN (SELECT DISTINCT s->>1 FROM jsonb_array_elements(p_settles) s)
       ORDER BY id FOR UPDATE;
+    v_at := clock_timestamp();
     RETURN QUERY
     WITH x AS (
       SELECT r->>0 AS request_id, r->>1 AS account_id, r->>2 AS key_id, r->>3 AS model,
@@ -70,11 +76,11 @@ BEGIN
       INSERT INTO usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
         input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated,
         price_snapshot_id, priced_at_ms, peak_applied, campaign_id, cost_nano, reserved_nano, capped,
-        status, http_status, latency_ms, upstream_request_id, client_request_id)
+        status, http_status, latency_ms, upstream_request_id, client_request_id, created_at)
       SELECT request_id, account_id, key_id, model, channel_id, endpoint,
         input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated,
         price_snapshot_id, priced_at_ms, peak_applied, campaign_id, cost_nano, reserved_nano, capped,
-        status, http_status, latency_ms, upstream_request_id, client_request_id
+        status, http_status, latency_ms, upstream_request_id, client_request_id, v_at
         FROM x WHERE account_id IN (SELECT account_id FROM judged WHERE ok)
       ON CONFLICT (request_id) DO NOTHING
       RETURNING request_id, account_id, cost_nano
@@ -91,10 +97,11 @@ BEGIN
         FROM s WHERE accounts.id = s.account_id
       RETURNING accounts.id, accounts.balance_nano
     ), led AS (
-      INSERT INTO ledger (account_id, kind, amount_nano, balance_after_nano, request_id, reason)
+      INSERT INTO ledger (account_id, kind, amount_nano, balance_after_nano, request_id, reason,
+        created_at)
       SELECT a.id, 'usage', -s.total, a.balance_nano,
              CASE WHEN s.n = 1 THEN s.only_request END,
-             CASE WHEN s.n > 1 THEN s.n || ' requests' END
+             CASE WHEN s.n > 1 THEN s.n || ' requests' END, v_at
         FROM a JOIN s ON s.account_id = a.id WHERE s.total > 0
     )
     -- Walked only when some settlement was not written (nearly never): a second pass over the
