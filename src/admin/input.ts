@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import type { Nano } from '../billing/money.ts';
 import { yuanToNano } from '../billing/money.ts';
 import { GatewayError } from '../http/errors.ts';
+import { canonicalIp } from '../http/ip-address.ts';
 
 /**
  * The largest amount one topup or adjustment may move: ¥1,000,000,000 = 1e18 nano-yuan, so even a
@@ -142,7 +143,9 @@ export function positiveInteger(value: unknown, field: string, max: number): num
 /** A blacklist source: "ip:<address>" or "key:<key id>", as the limiter stores them. */
 export function blacklistSource(value: unknown, field: string): string {
   if (typeof value === 'string') {
-    if (value.startsWith('ip:') && isIP(value.slice(3)) !== 0) return value;
+    const ip = value.startsWith('ip:') ? value.slice(3) : '';
+    // The form clientIp gives the same address; a zone-scoped one (fe80::1%eth0) never matches.
+    if (isIP(ip) !== 0 && !ip.includes('%')) return `ip:${canonicalIp(ip)}`;
     if (/^key:key_[A-Za-z0-9]{1,64}$/.test(value)) return value;
   }
   throw invalid(field, 'must be "ip:<address>" or "key:<key id>", e.g. "ip:203.0.113.7"');

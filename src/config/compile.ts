@@ -38,6 +38,7 @@ import type { Diagnostic, Severity } from './diagnostics.ts';
 import { interpolate } from './interpolate.ts';
 import { escapePointer, LoadedFile, type LoadResult } from './load.ts';
 import { validateFile } from './validate.ts';
+import { canonicalIp } from '../http/ip-address.ts';
 
 export type CompileMode = 'validate' | 'serve';
 
@@ -233,7 +234,7 @@ function compileGateway(c: Compiler, item: Item<GatewaySettings> | null): Gatewa
       token: orNull(c.str(it, '/admin/token', g.admin?.token, true)),
       readonlyToken: orNull(c.str(it, '/admin/readonly_token', g.admin?.readonly_token, true)),
     },
-    trustedProxies: g.trusted_proxies ?? [],
+    trustedProxies: (g.trusted_proxies ?? []).map(canonicalIp),
     memoryTrim: {
       enabled: g.memory_trim?.enabled ?? true,
       checkMs: Math.round((g.memory_trim?.check_seconds ?? 5) * 1000),

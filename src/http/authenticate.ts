@@ -9,13 +9,14 @@ import { strike, type Caller } from '../relay/relay.ts';
 import type { RoutingTable } from '../table/types.ts';
 import type { EndpointDef } from './endpoints.ts';
 import { GatewayError } from './errors.ts';
+import { canonicalIp } from './ip-address.ts';
 
 /** What authentication reads of a request: fastify's request and node's both have it. */
 export type RequestHead = Pick<IncomingMessage, 'headers' | 'socket'>;
 
 /** The client's address; X-Forwarded-For is believed only from configured trusted proxies. */
 export function clientIp(req: RequestHead, table: RoutingTable): string {
-  const peer = req.socket.remoteAddress ?? 'unknown';
+  const peer = canonicalIp(req.socket.remoteAddress ?? 'unknown');
   const trusted = table.gateway.trustedProxies;
   if (trusted.length === 0 || !trusted.includes(peer)) return peer;
   const xff = req.headers['x-forwarded-for'];
@@ -25,10 +26,10 @@ export function clientIp(req: RequestHead, table: RoutingTable): string {
     .filter(Boolean);
   // Walk from the nearest hop back: the first address that is not a trusted proxy is the client.
   for (let i = list.length - 1; i >= 0; i--) {
-    const hop = list[i]!;
+    const hop = canonicalIp(list[i]!);
     if (!trusted.includes(hop)) return hop;
   }
-  return list[0] ?? peer;
+  return list[0] === undefined ? peer : canonicalIp(list[0]);
 }
 
 function credentialOf(req: RequestHead, def: EndpointDef): string | null {
