@@ -1,14 +1,20 @@
 // Instant → minute of the week in a timezone, and the peak multiplier and campaign in force then.
-// Timezone offsets come from Intl once per zone per hour (a formatToParts call costs ~5 µs; the
-// cached path is a comparison), so pricing at entry stays a few array reads.
+// Timezone offsets come from Intl once per zone per quarter hour (a formatToParts call costs ~5 µs;
+// the cached path is a comparison), so pricing at entry stays a few array reads.
 import type { CampaignEntry, ModelEntry, PeakWindowEntry } from './types.ts';
 
-const HOUR_MS = 3_600_000;
+/**
+ * Every zone's clock changes fall on a quarter hour of UTC (offsets are whole quarter hours), not
+ * always on an hour: America/St_Johns changes at 05:30Z and Australia/Lord_Howe at 15:30Z. Cached
+ * per hour, their offset was the old one for the half hour after each change, and a peak window
+ * then was missed or charged wrongly (session 21).
+ */
+const SLOT_MS = 15 * 60_000;
 const MINUTES_PER_WEEK = 7 * 1440;
 export { MINUTES_PER_WEEK };
 
 interface OffsetCache {
-  hourStartMs: number;
+  slotStartMs: number;
   offsetMin: number;
 }
 const offsets = new Map<string, OffsetCache>();
@@ -44,10 +50,10 @@ export function isValidTimezone(timezone: string): boolean {
 
 /** Offset of the zone from UTC in minutes at the instant (Asia/Shanghai: 480). */
 export function tzOffsetMinutes(timezone: string, ms: number): number {
-  const hourStartMs = Math.floor(ms / HOUR_MS) * HOUR_MS;
+  const slotStartMs = Math.floor(ms / SLOT_MS) * SLOT_MS;
   const cached = offsets.get(timezone);
-  if (cached !== undefined && cached.hourStartMs === hourStartMs) return cached.offsetMin;
-  const parts = formatter(timezone).formatToParts(new Date(hourStartMs));
+  if (cached !== undefined && cached.slotStartMs === slotStartMs) return cached.offsetMin;
+  const parts = formatter(timezone).formatToParts(new Date(slotStartMs));
   const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value ?? 0);
   const asUtc = Date.UTC(
     get('year'),
@@ -57,8 +63,8 @@ export function tzOffsetMinutes(timezone: string, ms: number): number {
     get('minute'),
     get('second'),
   );
-  const offsetMin = Math.round((asUtc - hourStartMs) / 60_000);
-  offsets.set(timezone, { hourStartMs, offsetMin });
+  const offsetMin = Math.round((asUtc - slotStartMs) / 60_000);
+  offsets.set(timezone, { slotStartMs, offsetMin });
   return offsetMin;
 }
 

@@ -74,6 +74,32 @@ describe('price at entry', () => {
     });
   });
 
+  it('knows a clock change that falls on a half hour of UTC (St Johns, Lord Howe)', () => {
+    // Regression: the offset was cached per UTC hour, so for the half hour after these changes
+    // the gateway priced with the old one (session 21).
+    const local = (zone: string, iso: string): number => {
+      const parts = new Intl.DateTimeFormat('en-US', {
+        timeZone: zone,
+        hourCycle: 'h23',
+        weekday: 'short',
+        hour: 'numeric',
+        minute: 'numeric',
+      }).formatToParts(new Date(iso));
+      const get = (t: string): string => parts.find((p) => p.type === t)!.value;
+      const day = ['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'].indexOf(get('weekday'));
+      return day * 1440 + Number(get('hour')) * 60 + Number(get('minute'));
+    };
+    for (const [zone, iso] of [
+      ['America/St_Johns', '2026-03-08T05:45:00Z'],
+      ['America/St_Johns', '2026-11-01T04:45:00Z'],
+      ['Australia/Lord_Howe', '2026-10-03T15:45:00Z'],
+    ] as const) {
+      // The hour's start first, as a request in that hour would have been.
+      minuteOfWeek(zone, Date.parse(iso) - 40 * 60_000);
+      expect(minuteOfWeek(zone, Date.parse(iso)), `${zone} ${iso}`).toBe(local(zone, iso));
+    }
+  });
+
   it('applies the best campaign for the account', () => {
     expect(priceAtEntry(chatA, 'acct_other', MON_NIGHT)).toMatchObject({
       campaignId: 'launch',
