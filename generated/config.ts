@@ -290,7 +290,7 @@ export interface PeakWindowConfig {
   /**
    * @minItems 1
    *
-   * Items: HH:MM-HH:MM; a range past midnight (22:00-02:00) runs into the next day.
+   * Items: HH:MM-HH:MM; a range past midnight (22:00-02:00) runs into the next day; 24:00 ends at midnight.
    */
   ranges: [string, ...string[]];
   multiplier: Decimal2;

@@ -97,15 +97,32 @@ export function yuanAmount(value: unknown, field: string, sign: 'positive' | 'no
 }
 
 const ISO_INSTANT =
-  /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/;
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/;
+
+/**
+ * Date.parse rolls an impossible date over ("2099-02-30" is 2 March, "T24:00" the next day): a key
+ * created with that expiry got another date back (session 21). The fields are checked first.
+ */
+function realCalendarFields(m: RegExpExecArray): boolean {
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (month < 1 || month > 12 || day < 1) return false;
+  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return false;
+  return (
+    (m[4] === undefined || Number(m[4]) <= 23) &&
+    (m[5] === undefined || Number(m[5]) <= 59) &&
+    (m[6] === undefined || Number(m[6]) <= 59)
+  );
+}
 
 /** An ISO 8601 instant with a zone ("2026-01-01T00:00:00+08:00") or a date (UTC midnight). */
 export function instant(value: unknown, field: string): Date {
-  if (typeof value !== 'string' || !ISO_INSTANT.test(value)) {
+  const m = typeof value === 'string' ? ISO_INSTANT.exec(value) : null;
+  if (m === null) {
     throw invalid(field, 'must be an ISO 8601 instant with a zone, e.g. 2026-01-01T00:00:00+08:00');
   }
-  const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw invalid(field, `"${value}" is not a valid date`);
+  if (!realCalendarFields(m)) throw invalid(field, `"${m[0]}" is not a date on the calendar`);
+  const ms = Date.parse(m[0]);
+  if (Number.isNaN(ms)) throw invalid(field, `"${m[0]}" is not a valid date`);
   return new Date(ms);
 }
 

@@ -473,6 +473,10 @@ describe('API keys', () => {
       [{ allowed_models: ['ok', 'has space'] }, 'allowed_models[1]'],
       [{ expires_at: 'next week' }, 'expires_at'],
       [{ expires_at: '2001-01-01T00:00:00Z' }, 'expires_at'],
+      // Dates Date.parse would roll over (2 March, the next day) instead of refusing.
+      [{ expires_at: '2099-02-30' }, 'expires_at'],
+      [{ expires_at: '2099-01-01T24:00Z' }, 'expires_at'],
+      [{ expires_at: '2099-13-01T00:00:00Z' }, 'expires_at'],
       [{ models: ['chat-a'] }, 'models'],
     ];
     for (const [body, field] of cases) {

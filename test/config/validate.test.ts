@@ -40,6 +40,15 @@ describe('validate: schema shape', () => {
     );
   });
 
+  it('refuses a peak range ending past 24:00 (23:00-24:30 ran 30 minutes into the next day)', () => {
+    const window = (range: string): string =>
+      `peak_windows:\n  - id: late\n    timezone: UTC\n    days: [sun]\n    ranges: ["${range}"]\n    multiplier: 2\n`;
+    expect(only(withFile('w3.yaml', window('23:00-24:30'))).errors).toEqual([
+      expect.objectContaining({ file: 'w3.yaml', line: 5 }),
+    ]);
+    expect(only(withFile('w3.yaml', window('23:00-24:00'))).errors).toEqual([]);
+  });
+
   it('reports YAML syntax errors with their place', () => {
     const r = only(withFile('broken.yaml', 'models:\n  - name: [unclosed\n'));
     expect(r.errors[0]).toMatchObject({ file: 'broken.yaml', line: expect.any(Number) });
