@@ -109,9 +109,13 @@ export abstract class SseStreamRelay implements StreamRelay {
   protected emit(text: string): void {
     if (this.firstContentAt === null) this.firstContentAt = performance.now();
     this.events++;
-    let out = text;
-    for (const s of this.secrets) if (out.includes(s)) out = redactSecrets(out, this.secrets);
-    this.out += out;
+    for (const s of this.secrets) {
+      if (text.includes(s)) {
+        this.out += redactSecrets(text, this.secrets);
+        return;
+      }
+    }
+    this.out += text;
   }
 
   protected abstract onEvent(event: SseEvent): void;
