@@ -6,6 +6,11 @@ export interface Queryable {
   query<T>(text: string, params?: readonly unknown[]): Promise<T[]>;
   /** Several statements, no parameters (migrations). */
   exec(text: string): Promise<void>;
+  /**
+   * Runs `COPY … FROM '/dev/blob'` with `data` as its input (text format). PGlite has it; null
+   * on pg, which would need another package for COPY FROM (decision 0038).
+   */
+  readonly copyFrom: ((text: string, data: string) => Promise<void>) | null;
 }
 
 export interface Driver extends Queryable {

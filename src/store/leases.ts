@@ -3,6 +3,7 @@
 // returned leases) in one transaction. The book (lease-book.ts) decides what goes in a batch.
 
 import type { Nano } from '../billing/money.ts';
+import { copyBool, copyInt, copyText } from './copy-text.ts';
 import type { Driver, Queryable } from './driver.ts';
 import type { PriceSnapshotCatalog, SnapshotRef } from './price-snapshots.ts';
 import type { PriceSnapshot, ReserveInput, SettleOutcome } from './store.ts';
@@ -107,6 +108,86 @@ UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
   FROM l WHERE accounts.id = l.account_id
 RETURNING accounts.id, l.amount`;
 
+// The COPY write of settlements (migration 0008, decision 0038), inside the batch's transaction:
+// COPY the usage rows, then the function that drops the rows that may not stay and charges the
+// rest.
+const COPY_SQL = `COPY usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
+  input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot_id,
+  priced_at_ms, peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status,
+  latency_ms, upstream_request_id, client_request_id) FROM '/dev/blob'`;
+const COPY_SETTLE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
+  FROM switchyard_copy_settle($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6::text[], $7::jsonb,
+    $8::text[], $9::int8[], $10::int8[], $11::text[])`;
+
+async function copySettles(
+  tx: Queryable,
+  copyFrom: (text: string, data: string) => Promise<void>,
+  holderId: string,
+  instanceId: string,
+  taken: string[],
+  batch: Batch,
+  snapshots: PriceSnapshotCatalog,
+  pending: Map<string, PriceSnapshot>,
+): Promise<WriteRow[]> {
+  const ids: string[] = [];
+  const persisted: string[] = [];
+  const refs: SnapshotRef[] = [];
+  // Per account, from the same records the rows are made of: the sum, the count of charged rows
+  // and the one charged row's id (the ledger row names it when it is alone).
+  const sums = new Map<string, { total: Nano; n: number; only: string | null }>();
+  for (const s of batch.settles) {
+    ids.push(s.requestId);
+    if (s.persisted) persisted.push(s.requestId);
+    refs.push(snapshots.ref(s.priceSnapshot, pending));
+    let sum = sums.get(s.accountId);
+    if (sum === undefined) sums.set(s.accountId, (sum = { total: 0n, n: 0, only: null }));
+    if (s.costNano > 0n) {
+      sum.total += s.costNano;
+      sum.n++;
+      sum.only = s.requestId;
+    }
+  }
+  let data = '';
+  for (let i = 0; i < batch.settles.length; i++) data += copyRow(batch.settles[i]!, refs[i]!);
+  await copyFrom(COPY_SQL, data);
+  const totals: string[] = [];
+  const counts: number[] = [];
+  const only: (string | null)[] = [];
+  for (const sum of sums.values()) {
+    totals.push(sum.total.toString());
+    counts.push(sum.n);
+    only.push(sum.n === 1 ? sum.only : null);
+  }
+  return tx.query<WriteRow>(COPY_SETTLE_SQL, [
+    holderId,
+    instanceId,
+    JSON.stringify([...pending]),
+    JSON.stringify(taken),
+    ids,
+    persisted,
+    JSON.stringify(batch.opens.map(openRow)),
+    [...sums.keys()],
+    totals,
+    counts,
+    only,
+  ]);
+}
+
+/** A settlement as a line of COPY_SQL's input, in its column order. */
+function copyRow(s: SettleRecord, ref: SnapshotRef): string {
+  return `${copyText(s.requestId)}\t${copyText(s.accountId)}\t${copyText(s.keyId)}\t${copyText(
+    s.billedModel,
+  )}\t${copyText(s.channelId)}\t${copyText(s.endpoint)}\t${s.inputTokens}\t${
+    s.cacheHitTokens
+  }\t${s.outputTokens}\t${s.reasoningTokens}\t${copyBool(s.estimated)}\t${copyText(
+    ref.id,
+  )}\t${copyInt(ref.pricedAtMs)}\t${copyBool(s.peakApplied)}\t${copyText(s.campaignId)}\t${
+    s.costNano
+  }\t${s.amountNano}\t${copyBool(s.capped)}\t${copyText(s.status)}\t${copyInt(
+    s.httpStatus,
+  )}\t${copyInt(s.latencyMs)}\t${copyText(s.upstreamRequestId)}\t${copyText(s.clientRequestId)}\n`;
+}
+
 /**
  * A settlement as the positional row switchyard_write_batch reads (migrations 0004 and 0005):
  * position 11 is the price snapshot's id, 22 its entry time, 23 the caller's request id (0007).
@@ -156,7 +237,8 @@ function openRow(o: OpenRecord): unknown[] {
 /**
  * Writes one batch: one call, or a transaction when lease slack goes back too. Σ usage cost =
  * balance change holds by construction: the charge per account is summed from the usage rows
- * actually written.
+ * actually written. On a driver with COPY (the embedded store), settlements go in by COPY
+ * (decision 0038); a request id already in the log sends the batch through the batch function.
  */
 export async function writeBatch(
   driver: Driver,
@@ -165,16 +247,46 @@ export async function writeBatch(
   batch: Batch,
   snapshots: PriceSnapshotCatalog,
 ): Promise<BatchResult> {
+  if (driver.copyFrom !== null && batch.settles.length > 0) {
+    const pending = new Map<string, PriceSnapshot>();
+    try {
+      const result = await driver.transaction((tx) =>
+        writeSteps(tx, tx.copyFrom, holderId, instanceId, batch, snapshots, pending),
+      );
+      snapshots.markStored(pending.keys());
+      return result;
+    } catch (err) {
+      // COPY has no ON CONFLICT: a request id already written (or twice in the batch) fails it,
+      // and the batch function below reads such a row as written.
+      if (!isUniqueViolation(err)) throw err;
+    }
+  }
   const pending = new Map<string, PriceSnapshot>();
   const result = await (batch.shrinks.length > 0
-    ? driver.transaction((tx) => writeSteps(tx, holderId, instanceId, batch, snapshots, pending))
-    : writeSteps(driver, holderId, instanceId, batch, snapshots, pending));
+    ? driver.transaction((tx) =>
+        writeSteps(tx, null, holderId, instanceId, batch, snapshots, pending),
+      )
+    : writeSteps(driver, null, holderId, instanceId, batch, snapshots, pending));
   snapshots.markStored(pending.keys());
   return result;
 }
 
+/** SQLSTATE 23505, as pg and both PGlite drivers report it. */
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '23505';
+}
+
+/** What switchyard_write_batch and switchyard_copy_settle return, row by row. */
+interface WriteRow {
+  kind: 'unsettled' | 'balance' | 'lost';
+  id: string;
+  amount: bigint;
+}
+
+/** copyFrom: settlements go in by COPY (null: through switchyard_write_batch). */
 async function writeSteps(
   tx: Queryable,
+  copyFrom: Queryable['copyFrom'],
   holderId: string,
   instanceId: string,
   batch: Batch,
@@ -191,20 +303,19 @@ async function writeSteps(
   for (const s of batch.settles) if (s.mayHaveRecord) taken.push(s.requestId);
 
   if (taken.length > 0 || batch.settles.length > 0 || batch.opens.length > 0) {
-    const rows = await tx.query<{
-      kind: 'unsettled' | 'balance' | 'lost';
-      id: string;
-      amount: bigint;
-    }>(WRITE_SQL, [
-      holderId,
-      instanceId,
-      JSON.stringify(taken),
-      JSON.stringify(
-        batch.settles.map((s) => settleRow(s, snapshots.ref(s.priceSnapshot, pending))),
-      ),
-      JSON.stringify(batch.opens.map(openRow)),
-      JSON.stringify([...pending]),
-    ]);
+    const rows =
+      copyFrom !== null && batch.settles.length > 0
+        ? await copySettles(tx, copyFrom, holderId, instanceId, taken, batch, snapshots, pending)
+        : await tx.query<WriteRow>(WRITE_SQL, [
+            holderId,
+            instanceId,
+            JSON.stringify(taken),
+            JSON.stringify(
+              batch.settles.map((s) => settleRow(s, snapshots.ref(s.priceSnapshot, pending))),
+            ),
+            JSON.stringify(batch.opens.map(openRow)),
+            JSON.stringify([...pending]),
+          ]);
     // The settlements the call did not write (a peer recovered them, or a duplicate id).
     const unsettled = new Set<string>();
     const balance = new Map<string, Nano>();

@@ -30,6 +30,7 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
     async exec(text: string): Promise<void> {
       await client.query(text);
     },
+    copyFrom: null,
   };
 }
 
@@ -44,6 +45,7 @@ export function createPgDriver(options: PgDriverOptions): Driver {
     kind: 'pg',
     query: base.query,
     exec: base.exec,
+    copyFrom: null,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       const client = await pool.connect();
       // A connection whose ROLLBACK failed is in an unknown state: the pool must discard it.

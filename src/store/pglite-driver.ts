@@ -18,6 +18,9 @@ function queryable(db: PGlite | Transaction): Queryable {
     async exec(text: string): Promise<void> {
       await db.exec(text);
     },
+    async copyFrom(text: string, data: string): Promise<void> {
+      await db.query(text, [], { blob: new Blob([data]) });
+    },
   };
 }
 
@@ -37,6 +40,7 @@ export async function createPgliteDriver(dataDir: string | null): Promise<Driver
     kind: 'pglite',
     query: base.query,
     exec: base.exec,
+    copyFrom: base.copyFrom,
     transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       return db.transaction((tx) => fn(queryable(tx)));
     },

@@ -26,8 +26,9 @@ export class PgliteWorkerError extends Error {
 /** A message to the worker thread (pglite-worker.js). */
 interface WorkerRequest {
   id: number;
-  op: 'query' | 'exec' | 'close';
+  op: 'query' | 'exec' | 'copy' | 'close';
   text: string;
+  /** Its parameters; for 'copy', one string: COPY's input. */
   params: unknown[];
 }
 
@@ -131,6 +132,9 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
       worker.postMessage({ id, op, text, params } satisfies WorkerRequest);
     });
   };
+  const copyFrom = async (text: string, data: string): Promise<void> => {
+    await send('copy', text, [data]);
+  };
   const direct: Queryable = {
     async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
       return (await send('query', text, toParams(params))) as T[];
@@ -138,6 +142,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     async exec(text: string): Promise<void> {
       await send('exec', text, []);
     },
+    copyFrom,
   };
 
   // One session: while a transaction is open, other callers wait for it to end.
@@ -167,6 +172,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     query: <T>(text: string, params?: readonly unknown[]) =>
       exclusive(() => direct.query<T>(text, params)),
     exec: (text: string) => exclusive(() => direct.exec(text)),
+    copyFrom: (text: string, data: string) => exclusive(() => copyFrom(text, data)),
     transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       return exclusive(async () => {
         await direct.exec('BEGIN');

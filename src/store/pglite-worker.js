@@ -52,6 +52,11 @@ port.on('message', (req) => {
         port.postMessage({ id: req.id, rows: [] });
         return;
       }
+      if (req.op === 'copy') {
+        await db.query(req.text, [], { blob: new Blob([req.params[0]]) });
+        port.postMessage({ id: req.id, rows: [] });
+        return;
+      }
       const result = await db.query(req.text, req.params);
       port.postMessage({ id: req.id, rows: result.rows });
     } catch (err) {
