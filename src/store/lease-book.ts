@@ -8,7 +8,7 @@ import { INT8_MAX, type Nano } from '../billing/money.ts';
 import type { Driver } from './driver.ts';
 import { randomBase62 } from './ids.ts';
 import type { Batch, BatchResult, OpenRecord, SettleRecord } from './leases.ts';
-import { growLease, writeBatch } from './leases.ts';
+import { COPY_MIN_ROWS, growLease, writeBatch } from './leases.ts';
 import { PriceSnapshotCatalog } from './price-snapshots.ts';
 import { storableText } from './storable-text.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
@@ -35,6 +35,11 @@ export interface LeaseBookOptions {
    */
   maxWriteGapMs?: number;
   fullWrite?: number;
+  /**
+   * On a driver with COPY, a write of at least this many settlements puts them in by COPY
+   * (decision 0038); a smaller one goes through the batch function. Default COPY_MIN_ROWS.
+   */
+  copyMinRows?: number;
 }
 
 interface Open extends OpenRecord {
@@ -96,6 +101,7 @@ export class LeaseBook {
   private readonly minWriteGapMs: number;
   private readonly maxWriteGapMs: number;
   private readonly fullWrite: number;
+  private readonly copyMinRows: number;
   /** When the last write started (performance.now()). */
   private lastWriteAt = -Infinity;
   private readonly opens = new Map<string, Open>();
@@ -124,6 +130,7 @@ export class LeaseBook {
     this.minWriteGapMs = options.minWriteGapMs ?? 50;
     this.maxWriteGapMs = Math.max(this.minWriteGapMs, options.maxWriteGapMs ?? 200);
     this.fullWrite = options.fullWrite ?? 32;
+    this.copyMinRows = options.copyMinRows ?? COPY_MIN_ROWS;
   }
 
   private lease(accountId: string): Lease {
@@ -436,7 +443,14 @@ export class LeaseBook {
     for (const o of opens) o.writing = true;
     let result: BatchResult;
     try {
-      result = await writeBatch(this.driver, this.holderId, this.instanceId, batch, this.snapshots);
+      result = await writeBatch(
+        this.driver,
+        this.holderId,
+        this.instanceId,
+        batch,
+        this.snapshots,
+        this.copyMinRows,
+      );
     } catch (err) {
       // Nothing was written: put it all back for the next try.
       for (const o of opens) o.writing = false;

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Driver, Queryable } from '../../src/store/driver.ts';
 import type { Batch, BatchResult, SettleRecord } from '../../src/store/leases.ts';
-import { growLease, writeBatch } from '../../src/store/leases.ts';
+import { COPY_MIN_ROWS, growLease, writeBatch } from '../../src/store/leases.ts';
 import { createPgliteDriver } from '../../src/store/pglite-driver.ts';
 import { PriceSnapshotCatalog } from '../../src/store/price-snapshots.ts';
 import { SqlStore } from '../../src/store/sql-store.ts';
@@ -168,6 +168,7 @@ async function bothPaths(
       INSTANCE,
       batch(settles),
       new PriceSnapshotCatalog(),
+      1,
     );
     results.push({ copies: w.copies, outcome: await outcomeOf(w, result, settles) });
   }
@@ -286,6 +287,7 @@ describe('the COPY write of settlements (embedded store)', () => {
           INSTANCE,
           batch([{ ...settles[1]!, costNano: 1n }]),
           new PriceSnapshotCatalog(),
+          1,
         );
       },
     );
@@ -298,6 +300,21 @@ describe('the COPY write of settlements (embedded store)', () => {
       ['req_copy_3', 300n],
     ]);
     expect(outcome.balances).toMatchObject({ rich: 10n * YUAN - 101n, other: 10n * YUAN - 300n });
+  });
+
+  it('writes a batch smaller than COPY_MIN_ROWS through the batch function', async () => {
+    const w = await world(true);
+    const small = [settle(w, 'rich', 100n), settle(w, 'other', 200n)];
+    const snapshots = new PriceSnapshotCatalog();
+    await writeBatch(w.driver, HOLDER, INSTANCE, batch(small), snapshots);
+    expect(w.copies).toBe(0);
+    const large = Array.from({ length: COPY_MIN_ROWS }, () => settle(w, 'rich', 1n));
+    const result = await writeBatch(w.driver, HOLDER, INSTANCE, batch(large), snapshots);
+    expect(w.copies).toBe(1);
+    expect(result.balanceAfter.size).toBe(COPY_MIN_ROWS);
+    expect((await w.store.getAccount(w.accounts.rich))?.balanceNano).toBe(
+      10n * YUAN - 100n - BigInt(COPY_MIN_ROWS),
+    );
   });
 
   it('a request id twice in one batch is written and charged once', async () => {

@@ -5,6 +5,7 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
+import type { LeaseBookOptions } from '../../src/store/lease-book.ts';
 import type { SqlStore } from '../../src/store/sql-store.ts';
 import { SplitPriceSnapshot } from '../../src/store/store.ts';
 import type { Account, ApiKey, PriceSnapshot } from '../../src/store/store.ts';
@@ -38,13 +39,22 @@ function countCalls(driver: Driver): { queries: number; transactions: number; fa
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export function describeLeaseConformance(backend: string, harness: StoreHarness): void {
+/** `book`: lease book options every holder of the suite gets (a test's own come on top). */
+export function describeLeaseConformance(
+  backend: string,
+  harness: StoreHarness,
+  book: LeaseBookOptions = {},
+): void {
   describe(`lease book (${backend})`, () => {
     let db: StoreDatabase;
     let admin: SqlStore;
 
     beforeAll(async () => {
-      db = await harness.createDatabase();
+      const base = await harness.createDatabase();
+      db = {
+        open: (leases) =>
+          base.open(leases === false ? false : { ...book, ...(leases === true ? {} : leases) }),
+      };
       admin = await db.open(false);
     });
     afterAll(async () => {
