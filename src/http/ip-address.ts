@@ -6,6 +6,8 @@
 import { isIP } from 'node:net';
 
 const MAPPED_V4 = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/;
+/** How node writes an IPv4 client's address on a dual-stack listener: every request there. */
+const NODE_MAPPED_V4 = /^::ffff:(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})$/i;
 
 /**
  * An IPv4 address as it is; an IPv4-mapped IPv6 address as its IPv4; any other IPv6 address in
@@ -15,6 +17,9 @@ const MAPPED_V4 = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/;
 export function canonicalIp(address: string): string {
   const kind = isIP(address);
   if (kind !== 6) return address;
+  // Without a URL parse: that is the one IPv6 form a dual-stack listener sees for every IPv4 client.
+  const dotted = NODE_MAPPED_V4.exec(address);
+  if (dotted !== null && isIP(dotted[1]!) === 4) return dotted[1]!;
   let host: string;
   try {
     host = new URL(`http://[${address}]`).hostname.slice(1, -1);

@@ -131,14 +131,14 @@ async function copySettles(
 ): Promise<WriteRow[]> {
   const ids: string[] = [];
   const persisted: string[] = [];
-  const refs: SnapshotRef[] = [];
+  let data = '';
   // Per account, from the same records the rows are made of: the sum, the count of charged rows
   // and the one charged row's id (the ledger row names it when it is alone).
   const sums = new Map<string, { total: Nano; n: number; only: string | null }>();
   for (const s of batch.settles) {
     ids.push(s.requestId);
     if (s.persisted) persisted.push(s.requestId);
-    refs.push(snapshots.ref(s.priceSnapshot, pending));
+    data += copyRow(s, snapshots.ref(s.priceSnapshot, pending));
     let sum = sums.get(s.accountId);
     if (sum === undefined) sums.set(s.accountId, (sum = { total: 0n, n: 0, only: null }));
     if (s.costNano > 0n) {
@@ -147,8 +147,6 @@ async function copySettles(
       sum.only = s.requestId;
     }
   }
-  let data = '';
-  for (let i = 0; i < batch.settles.length; i++) data += copyRow(batch.settles[i]!, refs[i]!);
   await copyFrom(COPY_SQL, data);
   const totals: string[] = [];
   const counts: number[] = [];
@@ -258,28 +256,34 @@ export async function writeBatch(
   snapshots: PriceSnapshotCatalog,
   copyMinRows = COPY_MIN_ROWS,
 ): Promise<BatchResult> {
-  if (driver.copyFrom !== null && batch.settles.length >= Math.max(1, copyMinRows)) {
+  const attempt = async (copy: boolean): Promise<BatchResult> => {
     const pending = new Map<string, PriceSnapshot>();
+    const result = await (copy || batch.shrinks.length > 0
+      ? driver.transaction((tx) =>
+          writeSteps(
+            tx,
+            copy ? tx.copyFrom : null,
+            holderId,
+            instanceId,
+            batch,
+            snapshots,
+            pending,
+          ),
+        )
+      : writeSteps(driver, null, holderId, instanceId, batch, snapshots, pending));
+    snapshots.markStored(pending.keys());
+    return result;
+  };
+  if (driver.copyFrom !== null && batch.settles.length >= Math.max(1, copyMinRows)) {
     try {
-      const result = await driver.transaction((tx) =>
-        writeSteps(tx, tx.copyFrom, holderId, instanceId, batch, snapshots, pending),
-      );
-      snapshots.markStored(pending.keys());
-      return result;
+      return await attempt(true);
     } catch (err) {
       // COPY has no ON CONFLICT: a request id already written (or twice in the batch) fails it,
-      // and the batch function below reads such a row as written.
+      // and the batch function reads such a row as written.
       if (!isUniqueViolation(err)) throw err;
     }
   }
-  const pending = new Map<string, PriceSnapshot>();
-  const result = await (batch.shrinks.length > 0
-    ? driver.transaction((tx) =>
-        writeSteps(tx, null, holderId, instanceId, batch, snapshots, pending),
-      )
-    : writeSteps(driver, null, holderId, instanceId, batch, snapshots, pending));
-  snapshots.markStored(pending.keys());
-  return result;
+  return attempt(false);
 }
 
 /** SQLSTATE 23505, as pg and both PGlite drivers report it. */
