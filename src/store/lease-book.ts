@@ -117,7 +117,16 @@ export class LeaseBook {
   private queued = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | null = null;
-  private ticker: NodeJS.Timeout | null = null;
+  /**
+   * Open requests in admission order, for the timer that writes them down: entries settled,
+   * released or written meanwhile are skipped when they reach the head.
+   */
+  private dueOpens: Open[] = [];
+  private dueHead = 0;
+  /** Armed for when the oldest unwritten open request is due; null when none is waiting. */
+  private openTimer: NodeJS.Timeout | null = null;
+  /** Looks for idle leases while any lease is held. */
+  private idleTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(driver: Driver, instanceId: string, options: LeaseBookOptions = {}) {
@@ -167,7 +176,7 @@ export class LeaseBook {
     }
     lease.held += input.amountNano;
     lease.lastUsed = performance.now();
-    this.opens.set(input.requestId, {
+    const open: Open = {
       requestId: input.requestId,
       clientRequestId: input.clientRequestId,
       accountId: input.accountId,
@@ -178,8 +187,11 @@ export class LeaseBook {
       admittedAt: lease.lastUsed,
       persisted: false,
       writing: false,
-    });
-    this.startTicker();
+    };
+    this.opens.set(input.requestId, open);
+    this.dueOpens.push(open);
+    if (this.openTimer === null) this.armOpenTimer(open.admittedAt + this.writeOpenAfterMs);
+    this.startIdleCheck();
     return 'ok';
   }
 
@@ -363,30 +375,73 @@ export class LeaseBook {
     else setTimeout(run, wait);
   }
 
-  private startTicker(): void {
-    if (this.ticker !== null || this.closed) return;
-    const every = Math.max(5, Math.min(this.writeOpenAfterMs, this.idleReturnMs) / 2);
-    this.ticker = setInterval(() => this.tick(), every);
-    this.ticker.unref();
+  /**
+   * Open requests are written down by a timer armed for when the oldest is due, not by a poll:
+   * a 10 ms interval that looked at every open request cost the event loop ~130 µs a stream at 8
+   * back-to-back streams (timers ~290 of ~5,650 ms in the CPU profile, against ~1 ms for the
+   * bare proxy). Once it finds requests due it starts a write, and looks again no sooner than
+   * minWriteGapMs later, the soonest a next write could start: a request is written down 20-70
+   * ms after admission at the defaults, and the timer fires at most 50 times a second.
+   */
+  private armOpenTimer(at: number): void {
+    this.openTimer = setTimeout(() => this.writeDueOpens(), Math.max(0, at - performance.now()));
+    this.openTimer.unref();
   }
 
-  /** Writes down open requests that reached writeOpenAfterMs, and gives idle leases back. */
-  private tick(): void {
+  private writeDueOpens(): void {
+    this.openTimer = null;
+    if (this.closed) return;
     const now = performance.now();
     let due = false;
-    for (const o of this.opens.values()) {
-      if (this.unwritten(o) && now - o.admittedAt >= this.writeOpenAfterMs) {
+    let next: Open | null = null;
+    while (this.dueHead < this.dueOpens.length) {
+      const o = this.dueOpens[this.dueHead]!;
+      if (this.opens.get(o.requestId) === o && this.unwritten(o)) {
+        if (now - o.admittedAt < this.writeOpenAfterMs) {
+          next = o;
+          break;
+        }
+        // The write scheduled below takes every due request from `opens`, this one included,
+        // and a write that fails puts them back for its retry.
         due = true;
+      }
+      this.dueHead++;
+    }
+    if (this.dueHead === this.dueOpens.length) {
+      this.dueOpens = [];
+      this.dueHead = 0;
+    } else if (this.dueHead >= 1024 && this.dueHead * 2 >= this.dueOpens.length) {
+      this.dueOpens = this.dueOpens.slice(this.dueHead);
+      this.dueHead = 0;
+    }
+    if (due) this.schedule();
+    // Not sooner than writeOpenAfterMs when nothing was due either: under short requests the
+    // oldest open one is usually answered before it is due, and chasing each next one would
+    // fire the timer every few ms.
+    if (next !== null) {
+      const gap = due ? this.minWriteGapMs : this.writeOpenAfterMs;
+      this.armOpenTimer(Math.max(next.admittedAt + this.writeOpenAfterMs, now + gap));
+    }
+  }
+
+  /** Idle leases give their slack back; looked for every quarter of idleReturnMs. */
+  private startIdleCheck(): void {
+    if (this.idleTimer !== null || this.closed) return;
+    this.idleTimer = setInterval(() => this.returnIdle(), Math.max(5, this.idleReturnMs / 4));
+    this.idleTimer.unref();
+  }
+
+  private returnIdle(): void {
+    const now = performance.now();
+    for (const l of this.leases.values()) {
+      if (this.idle(l, now)) {
+        this.schedule();
         break;
       }
     }
-    if (!due) {
-      for (const l of this.leases.values()) if (this.idle(l, now)) due = true;
-    }
-    if (due) this.schedule();
-    if (this.opens.size === 0 && this.leases.size === 0 && this.ticker !== null) {
-      clearInterval(this.ticker);
-      this.ticker = null;
+    if (this.leases.size === 0 && this.idleTimer !== null) {
+      clearInterval(this.idleTimer);
+      this.idleTimer = null;
     }
   }
 
@@ -529,8 +584,10 @@ export class LeaseBook {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.ticker !== null) clearInterval(this.ticker);
-    this.ticker = null;
+    if (this.openTimer !== null) clearTimeout(this.openTimer);
+    this.openTimer = null;
+    if (this.idleTimer !== null) clearInterval(this.idleTimer);
+    this.idleTimer = null;
     if (this.retryTimer !== null) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     await this.flush();
