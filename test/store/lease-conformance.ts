@@ -482,6 +482,29 @@ export function describeLeaseConformance(
       expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 50n);
     });
 
+    it('writes down an open request admitted behind requests that ended first', async () => {
+      // The timer that writes open requests down is set for the oldest one; the ones that ended
+      // meanwhile must be skipped, not taken as the last open request (decision 0039).
+      const { account, key } = await funded(YUAN);
+      const store = await db.open({ writeOpenAfterMs: 10 });
+      const a = await reserveOn(store, account, key, 1000n);
+      const b = await reserveOn(store, account, key, 1000n);
+      const c = await reserveOn(store, account, key, 5000n);
+      expect(await store.release(b.id)).toBe('released');
+      expect(await store.settle(a.id, outcome(100n))).toMatchObject({ costNano: 100n });
+      const d = await reserveOn(store, account, key, 7000n);
+      let rows: { request_id: string }[] = [];
+      for (let i = 0; i < 100 && rows.length < 2; i++) {
+        await sleep(10);
+        rows = await admin.driver.query<{ request_id: string }>(
+          'SELECT request_id FROM reservations WHERE request_id = ANY($1) AND leased ORDER BY amount_nano',
+          [[b.id, c.id, d.id]],
+        );
+      }
+      expect(rows.map((r) => r.request_id)).toEqual([c.id, d.id]);
+      expect((await admin.getAccount(account.id))?.reservedNano).toBe(12_000n);
+    });
+
     it('writes an open request down within its window, so recovery can resolve it', async () => {
       const { account, key } = await funded(YUAN);
       const store = await db.open({ writeOpenAfterMs: 10 });
