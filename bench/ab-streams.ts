@@ -4,12 +4,12 @@
 // each with the direct call and the bare proxy, in rotating turns. The TTFT gaps of one change are
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
 // is judged against its base inside one run (decision 0029). `--quick` runs it small.
-import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startChild, type BenchChild } from './child.ts';
+import { GATEWAY_ENV, GATEWAY_NODE_FLAGS } from './gateway-env.ts';
 import {
   chatBody,
   interleavedPacedStreamLoop,
@@ -18,6 +18,7 @@ import {
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
+import { processCpu, type ProcessCpu } from './proc-cpu.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 
 setFlagsFromString('--expose-gc');
@@ -34,32 +35,9 @@ if (baseDir === undefined) {
 const P = quick
   ? { chunks: 20, warmup: 1, turns: 2, turnMs: 500, pacedTurns: 2, pacedTurnMs: 1000 }
   : { chunks: 100, warmup: 8, turns: 8, turnMs: 1000, pacedTurns: 8, pacedTurnMs: 4000 };
-/** The gateway's flags and environment as `npm start` serves it (bench/run.ts). */
-const FLAGS = ['--max-semi-space-size=16'];
-const ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 type Side = 'direct' | 'proxy' | 'base' | 'this';
 const SIDES: readonly Side[] = ['direct', 'proxy', 'base', 'this'];
-
-/** CPU µs a process has used, its main thread and all its threads (Linux /proc; null elsewhere). */
-interface Cpu {
-  main: number;
-  all: number;
-}
-const TICK_US = 10_000; // USER_HZ is 100 on Linux
-function cpuOf(pid: number): Cpu | null {
-  const ticks = (path: string): number => {
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    const stat = readFileSync(path, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * TICK_US;
-  };
-  try {
-    return { main: ticks(`/proc/${pid}/task/${pid}/stat`), all: ticks(`/proc/${pid}/stat`) };
-  } catch {
-    return null;
-  }
-}
 
 /**
  * Each side's process CPU a stream over a section: the mock upstream and the other sides idle
@@ -68,13 +46,13 @@ function cpuOf(pid: number): Cpu | null {
  */
 function cpuPerStream(
   pids: Partial<Record<Side, number>>,
-  before: Partial<Record<Side, Cpu | null>>,
+  before: Partial<Record<Side, ProcessCpu | null>>,
   results: Record<Side, StreamLoopResult>,
 ): string[] {
   return SIDES.map((side) => {
     const pid = pids[side];
     const from = before[side];
-    const to = pid === undefined ? null : cpuOf(pid);
+    const to = pid === undefined ? null : processCpu(pid);
     if (to === null || from === undefined || from === null || results[side].streams === 0)
       return '';
     const n = results[side].streams;
@@ -120,8 +98,8 @@ try {
   };
   const [proxy, base, mine] = await Promise.all([
     startChild('proxy', 'proxy', { upstream: upstream.url, key: upstream.key }),
-    other.startChild('base', 'gateway', gatewayArgs, FLAGS, ENV),
-    startChild('this', 'gateway', gatewayArgs, FLAGS, ENV),
+    other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, GATEWAY_ENV),
+    startChild('this', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, GATEWAY_ENV),
   ]);
   children.push(proxy, base, mine);
   const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
@@ -145,11 +123,11 @@ try {
       between,
     });
   const pids: Partial<Record<Side, number>> = { proxy: proxy.pid, base: base.pid, this: mine.pid };
-  const cpuNow = (): Partial<Record<Side, Cpu | null>> => {
-    const now: Partial<Record<Side, Cpu | null>> = {};
+  const cpuNow = (): Partial<Record<Side, ProcessCpu | null>> => {
+    const now: Partial<Record<Side, ProcessCpu | null>> = {};
     for (const side of SIDES) {
       const pid = pids[side];
-      if (pid !== undefined) now[side] = cpuOf(pid);
+      if (pid !== undefined) now[side] = processCpu(pid);
     }
     return now;
   };

@@ -7,12 +7,14 @@
 //
 // Sides: the bare proxy and the embedded-store gateway; `--four` adds the direct call and the
 // Postgres+Redis gateway, as `npm run bench` lays its turns out (each side idles ~3 s between
-// turns, which costs the gateway more than the proxy). `--idle=MS` idles between every turn.
+// turns; the bare proxy ran faster in that layout, docs/performance.md session 25). `--idle=MS`
+// idles between every turn.
 // `--rounds=N` (10) and `--warmup=MS` (8000) size it.
-import { readdirSync, readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startChild, type BenchChild } from './child.ts';
+import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, PG_URL, REDIS_URL } from './gateway-env.ts';
 import { chatBody, closedLoop, interleavedClosedLoop } from './load.ts';
+import { threadCpu, type ThreadCpu } from './proc-cpu.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 
@@ -25,33 +27,6 @@ const FOUR = argv.includes('--four');
 const ROUNDS = option('rounds', 10);
 const WARMUP_MS = option('warmup', 8000);
 const IDLE_MS = option('idle', 0);
-const PG_URL = process.env.SWITCHYARD_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
-/** The gateway's flags and environment as `npm start` serves it (bench/run.ts). */
-const FLAGS = ['--max-semi-space-size=16'];
-const ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
-const TICK_US = 10_000; // USER_HZ is 100 on Linux
-
-/** CPU µs by thread name (the main thread as 'main'), summed over threads of the same name. */
-type ThreadCpu = Map<string, number>;
-
-function threadCpu(pid: number): ThreadCpu {
-  const out: ThreadCpu = new Map();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-    } catch {
-      continue; // the thread ended meanwhile
-    }
-    const name =
-      tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    out.set(name, (out.get(name) ?? 0) + (Number(f[11]) + Number(f[12])) * TICK_US);
-  }
-  return out;
-}
 
 function addDelta(into: ThreadCpu, from: ThreadCpu, to: ThreadCpu): void {
   for (const [name, v] of to) into.set(name, (into.get(name) ?? 0) + v - (from.get(name) ?? 0));
@@ -87,15 +62,21 @@ try {
   });
   const proc: Partial<Record<SideId, BenchChild>> = { direct: upstream };
   proc.proxy = await startChild('proxy', 'proxy', { upstream: upstream.url, key: upstream.key });
-  proc.gateway = await startChild('gateway', 'gateway', gatewayArgs(null, null), FLAGS, ENV);
+  proc.gateway = await startChild(
+    'gateway',
+    'gateway',
+    gatewayArgs(null, null),
+    GATEWAY_NODE_FLAGS,
+    GATEWAY_ENV,
+  );
   children.push(proc.proxy, proc.gateway);
   if (FOUR) {
     proc.gatewayPgRedis = await startChild(
       'gatewayPgRedis',
       'gateway',
       gatewayArgs(PG_URL, REDIS_URL),
-      FLAGS,
-      ENV,
+      GATEWAY_NODE_FLAGS,
+      GATEWAY_ENV,
     );
     children.push(proc.gatewayPgRedis);
   }
@@ -117,10 +98,9 @@ try {
   const accounts = new Map<SideId, Account>(
     ids.map((id) => [id, { self: new Map(), upstream: new Map(), loadgen: new Map() }]),
   );
-  // interleavedClosedLoop calls `between` before every turn, rotating the order each round: the
+  // interleavedClosedLoop calls `between` before every turn with the side whose turn it is: the
   // CPU read there closes the last turn's account and opens the next one's.
-  let turn = 0;
-  let open: { id: SideId; self: ThreadCpu; upstream: ThreadCpu; loadgen: ThreadCpu } | null = null;
+  let open: (Account & { id: SideId }) | null = null;
   const close = (): void => {
     if (open === null) return;
     const a = accounts.get(open.id)!;
@@ -130,13 +110,10 @@ try {
     addDelta(a.loadgen, open.loadgen, threadCpu(process.pid));
     open = null;
   };
-  const between = async (): Promise<void> => {
+  const between = async (id: SideId): Promise<void> => {
     close();
     await upstream.memory(true);
     if (IDLE_MS > 0) await sleep(IDLE_MS);
-    const round = Math.floor(turn / ids.length);
-    const id = ids[(round + (turn % ids.length)) % ids.length]!;
-    turn++;
     open = {
       id,
       self: id === 'direct' ? new Map() : threadCpu(child(id).pid),

@@ -139,17 +139,18 @@ export interface ClosedLoopResult {
  * the rotating order keeps the sides' cyclic order, so the side after the fastest one always
  * inherited its garbage in both. Two identical gateways measured 2,658 and 3,694 req/s that way
  * (the first always ran after the bare proxy), and 2,532 and 2,464 with the garbage collected
- * between turns (decision 0008, session 8 addendum).
+ * between turns (decision 0008, session 8 addendum). It is told the side whose turn comes next
+ * (bench:cpu reads each process's CPU around that side's turns).
  */
-export type BetweenTurns = () => Promise<void>;
+export type BetweenTurns<K extends string = string> = (next: K) => Promise<void>;
 
 /** A loop of `concurrency` taken in turns: `slices` turns of `sliceMs` a side. */
-interface TurnLoopOptions {
+interface TurnLoopOptions<K extends string = string> {
   concurrency: number;
   sliceMs: number;
   slices: number;
   body: string;
-  between?: BetweenTurns;
+  between?: BetweenTurns<K>;
 }
 
 /**
@@ -160,7 +161,7 @@ interface TurnLoopOptions {
  */
 async function inTurns<K extends string, Sink, R>(
   sides: readonly { id: K; target: Target }[],
-  opts: { connections: number; rounds: number; between?: BetweenTurns | undefined },
+  opts: { connections: number; rounds: number; between?: BetweenTurns<K> | undefined },
   newSink: () => Sink,
   slice: (pool: Pool, target: Target, sink: Sink, id: K) => Promise<void>,
   result: (sink: Sink, connects: number) => R,
@@ -177,7 +178,7 @@ async function inTurns<K extends string, Sink, R>(
   for (let round = 0; round < opts.rounds; round++) {
     for (let i = 0; i < runs.length; i++) {
       const run = runs[(round + i) % runs.length]!;
-      if (opts.between !== undefined) await opts.between();
+      if (opts.between !== undefined) await opts.between(run.id);
       await slice(run.pool, run.target, run.sink, run.id);
     }
   }
@@ -298,7 +299,7 @@ export async function closedLoop(
  */
 export async function interleavedClosedLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
-  opts: TurnLoopOptions,
+  opts: TurnLoopOptions<K>,
 ): Promise<Record<K, ClosedLoopResult>> {
   return inTurns(
     sides,

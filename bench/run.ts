@@ -38,19 +38,15 @@ import {
   type OpenStreamsResult,
   type SideId,
 } from './report.ts';
+import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, PG_URL, REDIS_URL } from './gateway-env.ts';
 import { runStoreBench } from './store-bench.ts';
 import { runTelemetryBench } from './telemetry-bench.ts';
 
-const PG_URL = process.env.SWITCHYARD_BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const REDIS_URL = process.env.SWITCHYARD_BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
 /**
  * Channels the slow-stream model spreads over: the gateway's per-channel undici pool holds 256
  * connections (src/relay/upstreams.ts), so 1,000 streams on one channel would queue 744 of them.
  */
 const SLOW_CHANNELS = 5;
-/** The V8 flags and environment `npm start` serves with (package.json; decisions 0016, 0018). */
-const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16'];
-const GATEWAY_ENV = { GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=131072' };
 
 // This process is the load generator: its own garbage is collected between turns (BetweenTurns in
 // load.ts), with `gc` exposed here so that every way of starting the bench does it.

@@ -1,0 +1,49 @@
+// CPU time of benchmark processes and their threads from Linux's /proc: what bench:ab and
+// bench:cpu divide by the streams or requests of a turn. Ticks are 10 ms (USER_HZ 100).
+import { readdirSync, readFileSync } from 'node:fs';
+
+const TICK_US = 10_000;
+
+/** utime + stime of one /proc `stat` line, in µs. */
+function statUs(stat: string): number {
+  // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * TICK_US;
+}
+
+/** CPU µs a process has used: its main thread, and all its threads (exited ones included). */
+export interface ProcessCpu {
+  main: number;
+  all: number;
+}
+
+/** The process's CPU, or null when it is gone or this is not Linux. */
+export function processCpu(pid: number): ProcessCpu | null {
+  try {
+    return {
+      main: statUs(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
+      all: statUs(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU µs by thread name (the main thread as 'main'), summed over live threads of one name. */
+export type ThreadCpu = Map<string, number>;
+
+export function threadCpu(pid: number): ThreadCpu {
+  const out: ThreadCpu = new Map();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name =
+      tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    out.set(name, (out.get(name) ?? 0) + statUs(stat));
+  }
+  return out;
+}
