@@ -2,7 +2,8 @@
 // events, as stream.pipeline does for the bare proxy: no promise and no microtask hop per chunk.
 
 import type { ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
+import { chunkSocket, writeChunk } from '../http/chunk-frame.ts';
 import type { ClientChunk, StreamRelay } from '../protocols/stream-relay.ts';
 
 /** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
@@ -104,7 +105,7 @@ export class UpstreamPump {
       raw.on('close', onClientClose);
       if (this.outcome === null) {
         // The caller's first write (or the pending one) may already have filled the socket.
-        if (raw.writableNeedDrain) this.awaitDrain();
+        if (raw.writableNeedDrain) this.awaitDrain(raw);
         else if (!this.draining) this.body.resume();
       }
       check();
@@ -139,14 +140,24 @@ export class UpstreamPump {
   private write(out: ClientChunk): void {
     const raw = this.raw!;
     if (raw.destroyed) return;
-    if (!raw.write(out)) this.awaitDrain();
+    // An upstream chunk passed on unchanged (nearly every chunk of a stream) goes to the socket as
+    // one framed write (chunk-frame.ts, decision 0041); text goes through the response.
+    if (typeof out !== 'string') {
+      const socket = chunkSocket(raw);
+      if (socket !== null) {
+        if (!writeChunk(socket, out)) this.awaitDrain(socket);
+        return;
+      }
+    }
+    if (!raw.write(out)) this.awaitDrain(raw);
   }
 
-  private awaitDrain(): void {
+  /** Pauses the upstream until `from` (the response, or its socket when written directly) drains. */
+  private awaitDrain(from: Writable): void {
     if (this.draining) return;
     this.draining = true;
     this.body.pause();
-    this.raw!.once('drain', this.resume);
+    from.once('drain', this.resume);
   }
 
   private stop(outcome: PumpEnd): void {
