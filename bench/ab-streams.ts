@@ -34,11 +34,16 @@ if (baseDir === undefined) {
 }
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
 const P = quick
-  ? { chunks: 20, warmup: 1, turns: 2, turnMs: 500, pacedTurns: 2, pacedTurnMs: 1000 }
-  : { chunks: 100, warmup: 8, turns: 8, turnMs: 1000, pacedTurns: 8, pacedTurnMs: 4000 };
-
-/** Idle between turns: longer than the write-behind's 200 ms bound plus a write. */
-const TURN_GAP_MS = 400;
+  ? { chunks: 20, warmup: 1, turns: 2, turnMs: 500, pacedTurns: 2, pacedTurnMs: 1000, gapMs: 0 }
+  : {
+      chunks: 100,
+      warmup: 8,
+      turns: 8,
+      turnMs: 1000,
+      pacedTurns: 8,
+      pacedTurnMs: 4000,
+      gapMs: 400,
+    };
 
 type Side = 'direct' | 'proxy' | 'base' | 'this';
 const SIDES: readonly Side[] = ['direct', 'proxy', 'base', 'this'];
@@ -116,11 +121,12 @@ try {
   // The sides run in a fixed cycle, so 'this' always followed 'base' and met the tail of base's
   // write-behind (settlements are written up to 200 ms after a stream ends) in its first turns:
   // with the same code on both sides, 'this' read +0.54 ms of back-to-back TTFT over 'base'; with
-  // 400 ms between turns, -0.30 (session 26). The gap lets that work finish outside every turn.
+  // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
+  // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips it.
   const between = async (): Promise<void> => {
     collectGarbage();
     await upstream.memory(true);
-    await sleep(TURN_GAP_MS);
+    if (P.gapMs > 0) await sleep(P.gapMs);
   };
   const streamed = chatBody('bench-stream', true);
   const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>

@@ -31,11 +31,11 @@ interface SocketState {
 
 /**
  * The socket a body chunk may be written to directly: the response's header block has been
- * handed to the socket (`headersSent` is true from writeHead on, before that), its body is
- * framed as chunked, it is the response its socket is serving, and node holds nothing of it
- * back, so a write there lands after everything written before. Null otherwise (HTTP/1.0, a
- * pipelined response waiting its turn, a stand-in for the socket in a test, or a Node whose
- * internals moved): the caller writes through ServerResponse, which is always right.
+ * handed to the socket (`_headerSent`, not `headersSent`), its body is framed as chunked, it is
+ * the response its socket is serving, and node holds nothing of it back, so a write there lands
+ * after everything written before. Null otherwise (HTTP/1.0, a pipelined response waiting its
+ * turn, a stand-in for the socket in a test, or a Node whose internals moved): the caller writes
+ * through ServerResponse, which is always right.
  */
 export function chunkSocket(res: ServerResponse): Socket | null {
   const socket = res.socket as (Socket & SocketState) | null | undefined;

@@ -32,6 +32,8 @@ export class UpstreamPump {
   private wake: (() => void) | null;
   /** The body is paused until the client's socket drains. */
   private draining: boolean;
+  /** What `resume` waits on while draining: the response, or its socket when written directly. */
+  private drainSource: Writable | null;
   private readonly resume: () => void;
 
   constructor(body: Readable, relay: StreamRelay) {
@@ -42,8 +44,10 @@ export class UpstreamPump {
     this.raw = null;
     this.wake = null;
     this.draining = false;
+    this.drainSource = null;
     this.resume = () => {
       this.draining = false;
+      this.drainSource = null;
       if (this.outcome === null) this.body.resume();
     };
     body.on('data', (chunk: Buffer) => this.data(chunk));
@@ -157,6 +161,7 @@ export class UpstreamPump {
     if (this.draining) return;
     this.draining = true;
     this.body.pause();
+    this.drainSource = from;
     from.once('drain', this.resume);
   }
 
@@ -173,6 +178,9 @@ export class UpstreamPump {
       }
     }
     this.outcome = end;
+    // A keep-alive socket outlives the stream: its 'drain' must not call back into this pump.
+    this.drainSource?.off('drain', this.resume);
+    this.drainSource = null;
     this.wake?.();
   }
 
