@@ -30,9 +30,10 @@ export class UpstreamPump {
   private raw: ServerResponse | null;
   /** The waiting first() or rest(), told of new pending text or of the outcome. */
   private wake: (() => void) | null;
-  /** The body is paused until the client's socket drains. */
-  private draining: boolean;
-  /** What `resume` waits on while draining: the response, or its socket when written directly. */
+  /**
+   * Set while the body is paused until the client drains: what `resume` waits on, the response or
+   * its socket when written directly. Null otherwise.
+   */
   private drainSource: Writable | null;
   private readonly resume: () => void;
 
@@ -43,10 +44,8 @@ export class UpstreamPump {
     this.outcome = null;
     this.raw = null;
     this.wake = null;
-    this.draining = false;
     this.drainSource = null;
     this.resume = () => {
-      this.draining = false;
       this.drainSource = null;
       if (this.outcome === null) this.body.resume();
     };
@@ -110,7 +109,7 @@ export class UpstreamPump {
       if (this.outcome === null) {
         // The caller's first write (or the pending one) may already have filled the socket.
         if (raw.writableNeedDrain) this.awaitDrain(raw);
-        else if (!this.draining) this.body.resume();
+        else if (this.drainSource === null) this.body.resume();
       }
       check();
     });
@@ -158,8 +157,7 @@ export class UpstreamPump {
 
   /** Pauses the upstream until `from` (the response, or its socket when written directly) drains. */
   private awaitDrain(from: Writable): void {
-    if (this.draining) return;
-    this.draining = true;
+    if (this.drainSource !== null) return;
     this.body.pause();
     this.drainSource = from;
     from.once('drain', this.resume);
