@@ -85,7 +85,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
     (await openStore({
       url: g.store.url,
       dataDir: g.store.dataDir,
-      leases: true,
+      // The embedded store's data directory is one process's: its leases keep their slack
+      // through idle spells (decision 0043); on Postgres, slack goes back for other instances.
+      leases: g.store.url === null ? { idleReturnMs: null } : true,
       pgliteWorker: true,
       ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
     }));

@@ -20,8 +20,14 @@ export interface LeaseBookOptions {
    * has been open this long. Requests that end sooner never cost a row of their own.
    */
   writeOpenAfterMs?: number;
-  /** A lease with nothing open or unwritten is given back after this long unused. */
-  idleReturnMs?: number;
+  /**
+   * A lease with nothing open or unwritten gives its slack back after this long unused (2 s), so
+   * another instance on the same accounts can have it. Null: never on idle, only at close, before
+   * a negative adjustment and on a disable: for the embedded store, whose data directory one
+   * process holds, there is no other instance, and the first request after every idle spell
+   * waited for a grow (decision 0043).
+   */
+  idleReturnMs?: number | null;
   /** A lease grows to cover this many reservations of the size that made it grow. */
   growFactor?: bigint;
   /**
@@ -110,7 +116,7 @@ export class LeaseBook {
   private readonly snapshots = new PriceSnapshotCatalog();
   private readonly instanceId: string;
   private readonly writeOpenAfterMs: number;
-  private readonly idleReturnMs: number;
+  private readonly idleReturnMs: number | null;
   private readonly growFactor: bigint;
   private readonly minWriteGapMs: number;
   private readonly maxWriteGapMs: number;
@@ -148,7 +154,7 @@ export class LeaseBook {
     this.instanceId = instanceId;
     this.holderId = `${instanceId}/${randomBase62(6)}`;
     this.writeOpenAfterMs = options.writeOpenAfterMs ?? 20;
-    this.idleReturnMs = options.idleReturnMs ?? 2000;
+    this.idleReturnMs = options.idleReturnMs === undefined ? 2000 : options.idleReturnMs;
     this.growFactor = options.growFactor ?? 16n;
     this.minWriteGapMs = options.minWriteGapMs ?? 50;
     this.maxWriteGapMs = Math.max(this.minWriteGapMs, options.maxWriteGapMs ?? 200);
@@ -440,7 +446,7 @@ export class LeaseBook {
 
   /** Idle leases give their slack back; looked for every quarter of idleReturnMs. */
   private startIdleCheck(): void {
-    if (this.idleTimer !== null || this.closed) return;
+    if (this.idleTimer !== null || this.closed || this.idleReturnMs === null) return;
     this.idleTimer = setInterval(() => this.returnIdle(), Math.max(5, this.idleReturnMs / 4));
     this.idleTimer.unref();
   }
@@ -469,6 +475,7 @@ export class LeaseBook {
       l.held === 0n &&
       l.pending === 0n &&
       l.growing === null &&
+      this.idleReturnMs !== null &&
       now - l.lastUsed >= this.idleReturnMs
     );
   }

@@ -185,12 +185,13 @@ let sharedStore: Promise<SqlStore> | null = null;
 
 /** One in-memory PGlite per test file (it takes ~2 s to start). */
 export function e2eStore(): Promise<SqlStore> {
-  // As the gateway opens its own store: the lease book on, PGlite in a worker thread.
+  // As the gateway opens its own embedded store: the lease book on, keeping its slack through
+  // idle spells (decision 0043), PGlite in a worker thread.
   sharedStore ??= openStore({
     url: null,
     dataDir: null,
     heartbeatMs: 0,
-    leases: true,
+    leases: { idleReturnMs: null },
     pgliteWorker: true,
   });
   return sharedStore;

@@ -337,6 +337,29 @@ export function describeLeaseConformance(
       });
     });
 
+    it('keeps its slack through idle spells when it is the only holder, and gives it back at close', async () => {
+      const { account, key } = await funded(YUAN);
+      // The embedded gateway's book (decision 0043): no other instance could take the slack.
+      const only = await db.open({ idleReturnMs: null });
+      const h = await reserveOn(only, account, key, 1000n);
+      await only.settle(h.id, outcome(400n));
+      const leased = (await admin.getAccount(account.id))!.leasedNano;
+      expect(leased > 0n).toBe(true);
+      // Many times the 30 ms after which the book above gave its slack back.
+      await sleep(300);
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
+      // The next request is admitted from the lease as it stands: no grow.
+      const h2 = await reserveOn(only, account, key, 1000n);
+      await only.settle(h2.id, outcome(100n));
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased - 100n);
+      await only.close();
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 500n,
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+    });
+
     it('a small write waits for a full one, but the first outcome after a quiet spell does not', async () => {
       const { account, key } = await funded(YUAN);
       // The longest wait is far beyond the test's run: only a full write can end it.
