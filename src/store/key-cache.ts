@@ -17,7 +17,10 @@ export interface KeyCacheOptions {
   pollMs?: number;
   /** How long an unknown key is remembered; default 5000 ms. New keys clear it at once anyway. */
   negativeTtlMs?: number;
-  /** Safety net: a found key is re-read after this long even without a change; default 60 s. */
+  /**
+   * Safety net: a found key is re-read after this long even without a change; default 60 s. From
+   * three quarters of it on, a request is answered from the entry while it is re-read behind.
+   */
   positiveTtlMs?: number;
   /** Per map (known, unknown); the oldest entry goes first. Default 100,000. */
   maxEntries?: number;
@@ -59,6 +62,8 @@ export class KeyCache {
   private readonly pollMs: number;
   private readonly negativeTtlMs: number;
   private readonly positiveTtlMs: number;
+  /** Age from which a hit starts a re-read in the background (3/4 of positiveTtlMs). */
+  private readonly refreshAfterMs: number;
   private readonly maxEntries: number;
   private readonly now: () => number;
   /** sha256 hex → entry. */
@@ -80,6 +85,7 @@ export class KeyCache {
     this.pollMs = options.pollMs ?? 1000;
     this.negativeTtlMs = options.negativeTtlMs ?? 5000;
     this.positiveTtlMs = options.positiveTtlMs ?? 60_000;
+    this.refreshAfterMs = (this.positiveTtlMs * 3) / 4;
     this.maxEntries = options.maxEntries ?? 100_000;
     this.now = options.now ?? Date.now;
     this.known = new Map();
@@ -118,17 +124,28 @@ export class KeyCache {
     const hash = connection === null ? hashKey(plaintext) : this.hashOn(connection, plaintext);
     const now = this.now();
     const hit = this.known.get(hash);
-    if (hit !== undefined && now - hit.cachedAtMs < this.positiveTtlMs) return verdict(hit, now);
+    if (hit !== undefined && now - hit.cachedAtMs < this.positiveTtlMs) {
+      // Re-read before the entry runs out: at its expiry every request with the key waited on one
+      // lookup through the store (the probe of session 28 saw authentication's p99 at 1.3-6 ms).
+      if (now - hit.cachedAtMs >= this.refreshAfterMs && !this.inflight.has(hash)) {
+        this.loadOnce(hash).catch(() => undefined); // a failed re-read: the entry serves on
+      }
+      return verdict(hit, now);
+    }
     const unknownUntil = this.unknown.get(hash);
     if (unknownUntil !== undefined && now < unknownUntil) return UNKNOWN;
-    // Concurrent first requests with one key share one query.
+    const entry = await this.loadOnce(hash);
+    return entry === null ? UNKNOWN : verdict(entry, this.now());
+  }
+
+  /** Concurrent lookups of one key (first requests, a re-read) share one query. */
+  private loadOnce(hash: string): Promise<Entry | null> {
     let pending = this.inflight.get(hash);
     if (pending === undefined) {
       pending = this.load(hash);
       this.inflight.set(hash, pending);
     }
-    const entry = await pending;
-    return entry === null ? UNKNOWN : verdict(entry, this.now());
+    return pending;
   }
 
   /**
@@ -194,7 +211,10 @@ export class KeyCache {
       const lookup = await this.source.findKeyByHash(hash);
       const now = this.now();
       if (lookup === null) {
-        if (epoch === this.epoch) this.remember(this.unknown, hash, now + this.negativeTtlMs);
+        if (epoch === this.epoch) {
+          this.known.delete(hash); // a re-read found the key gone
+          this.remember(this.unknown, hash, now + this.negativeTtlMs);
+        }
         return null;
       }
       const expiresAt = lookup.key.expiresAt;

@@ -411,6 +411,31 @@ export function describeStoreConformance(backend: string, harness: StoreHarness)
         expect(probe.lookups()).toBe(1);
       });
 
+      it('a known key is read again behind the requests before its safety-net expiry', async () => {
+        const account = await store.createAccount({ name: 'Refresh' });
+        const { plaintext } = await store.createKey({
+          accountId: account.id,
+          name: 'k',
+          allowedModels: null,
+          expiresAt: null,
+        });
+        let now = Date.now();
+        const probe = counting(store);
+        const cache = new KeyCache(probe.source, { now: () => now, positiveTtlMs: 60_000 });
+        await cache.poll();
+        expect((await cache.authenticate(plaintext)).ok).toBe(true);
+        expect(probe.lookups()).toBe(1);
+        // Past three quarters of its 60 s: answered from memory, one re-read started behind it.
+        now += 50_000;
+        expect((await cache.authenticate(plaintext)).ok).toBe(true);
+        expect((await cache.authenticate(plaintext)).ok).toBe(true);
+        expect(probe.lookups()).toBe(2);
+        // Past the first read's 60 s: the re-read's entry answers, no third lookup.
+        now += 20_000;
+        expect((await cache.authenticate(plaintext)).ok).toBe(true);
+        expect(probe.lookups()).toBe(2);
+      });
+
       it('disabling a key on one instance reaches the other instance after its next poll', async () => {
         const peer = await db.open();
         const account = await store.createAccount({ name: 'Fleet' });
