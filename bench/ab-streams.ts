@@ -3,14 +3,16 @@
 // (a `git worktree` of the commit to compare with, with node_modules beside it) and this one,
 // each with the direct call and the bare proxy, in rotating turns. The TTFT gaps of one change are
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
-// is judged against its base inside one run (decision 0029). `--quick` runs it small.
+// is judged against its base inside one run (decision 0029). `--quick` runs it small; `--pg` runs
+// both gateways on Postgres and Redis (each its own fresh schema and key prefix) instead of the
+// embedded store and in-memory limits.
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { startChild, type BenchChild } from './child.ts';
-import { GATEWAY_ENV, GATEWAY_NODE_FLAGS } from './gateway-env.ts';
+import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, PG_URL, REDIS_URL } from './gateway-env.ts';
 import {
   chatBody,
   interleavedPacedStreamLoop,
@@ -27,9 +29,10 @@ const collectGarbage = runInNewContext('gc') as () => void;
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
+const onPostgres = argv.includes('--pg');
 const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
-  console.error('usage: npm run bench:ab -- <other checkout> [--quick]');
+  console.error('usage: npm run bench:ab -- <other checkout> [--quick] [--pg]');
   process.exit(2);
 }
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
@@ -101,8 +104,8 @@ try {
   const gatewayArgs: GatewayArgs = {
     upstream: upstream.url,
     upstreamKey: upstream.key,
-    pgUrl: null,
-    redisUrl: null,
+    pgUrl: onPostgres ? PG_URL : null,
+    redisUrl: onPostgres ? REDIS_URL : null,
     slowChannels: 1,
   };
   const [proxy, base, mine] = await Promise.all([

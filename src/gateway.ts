@@ -59,6 +59,13 @@ export interface Gateway {
 
 const mb = (bytes: number): number => Math.round(bytes / 1e5) / 10;
 
+/**
+ * How long a Postgres gateway's idle lease may keep its slack while its account has room for
+ * other instances (decision 0044): past the bench's ~4.6 s between a side's turns and a chat
+ * user's reading pause, short enough that an account left alone shows nothing leased soon after.
+ */
+const LEASE_IDLE_KEEP_MS = 60_000;
+
 function usesDemo(table: RoutingTable): boolean {
   for (const ch of table.channels.values()) if (ch.baseUrl === 'builtin:demo') return true;
   return false;
@@ -86,8 +93,9 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       url: g.store.url,
       dataDir: g.store.dataDir,
       // The embedded store's data directory is one process's: its leases keep their slack
-      // through idle spells (decision 0043); on Postgres, slack goes back for other instances.
-      leases: g.store.url === null ? { idleReturnMs: null } : true,
+      // through idle spells (decision 0043). On Postgres an idle lease keeps it while the
+      // account has room for other instances, up to a minute (decision 0044).
+      leases: g.store.url === null ? { idleReturnMs: null } : { idleKeepMs: LEASE_IDLE_KEEP_MS },
       pgliteWorker: true,
       ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
     }));

@@ -8,7 +8,7 @@ import { INT8_MAX, type Nano } from '../billing/money.ts';
 import type { Driver } from './driver.ts';
 import { randomBase62 } from './ids.ts';
 import type { Batch, BatchResult, OpenRecord, SettleRecord } from './leases.ts';
-import { COPY_MIN_ROWS, growLease, writeBatch } from './leases.ts';
+import { COPY_MIN_ROWS, growLease, readRoom, type Room, writeBatch } from './leases.ts';
 import { PriceSnapshotCatalog } from './price-snapshots.ts';
 import { storableText } from './storable-text.ts';
 import type { ReserveInput, ReserveResult, SettleOutcome, SettleResult } from './store.ts';
@@ -28,6 +28,15 @@ export interface LeaseBookOptions {
    * waited for a grow (decision 0043).
    */
   idleReturnMs?: number | null;
+  /**
+   * With an idle return: an idle lease keeps its slack up to this long after its last use while
+   * the database says its account has room for other holders: a balance nobody holds of at least
+   * ROOM_FACTOR times the slack, and no grow refused for want of money within this long. One
+   * query for every lease idle past idleReturnMs, at each idle look (a quarter of idleReturnMs);
+   * a lease without room gives its slack back at once. Null (the default): slack goes back at
+   * idleReturnMs. The Postgres gateway keeps it 60 s (decision 0044).
+   */
+  idleKeepMs?: number | null;
   /** A lease grows to cover this many reservations of the size that made it grow. */
   growFactor?: bigint;
   /**
@@ -75,6 +84,10 @@ interface Lease {
    * every admission asks it, a zero reservation included.
    */
   known: boolean;
+  /** When the last room look started (performance.now()); -Infinity: never. */
+  roomAskedAt: number;
+  /** What that look found: the slack may stay through the idle spell (idleKeepMs). */
+  roomy: boolean;
 }
 
 interface QueuedSettle {
@@ -109,6 +122,13 @@ const FULL_WRITE = 1024;
 const retryDelay = (failures: number): number =>
   Math.min(2000, 50 * 2 ** Math.max(0, failures - 1));
 
+/**
+ * An idle lease stays only while the balance nobody holds is at least this many times its slack
+ * (decision 0044): another holder's grow then finds what it needs without it, and the account is
+ * far from the point where the slack decides whether a request is admitted.
+ */
+export const ROOM_FACTOR = 4n;
+
 export class LeaseBook {
   readonly holderId: string;
   private readonly driver: Driver;
@@ -117,6 +137,9 @@ export class LeaseBook {
   private readonly instanceId: string;
   private readonly writeOpenAfterMs: number;
   private readonly idleReturnMs: number | null;
+  private readonly idleKeepMs: number | null;
+  /** A room look is in flight: the next idle look does not start another. */
+  private askingRoom = false;
   private readonly growFactor: bigint;
   private readonly minWriteGapMs: number;
   private readonly maxWriteGapMs: number;
@@ -155,6 +178,7 @@ export class LeaseBook {
     this.holderId = `${instanceId}/${randomBase62(6)}`;
     this.writeOpenAfterMs = options.writeOpenAfterMs ?? 20;
     this.idleReturnMs = options.idleReturnMs === undefined ? 2000 : options.idleReturnMs;
+    this.idleKeepMs = this.idleReturnMs === null ? null : (options.idleKeepMs ?? null);
     this.growFactor = options.growFactor ?? 16n;
     this.minWriteGapMs = options.minWriteGapMs ?? 50;
     this.maxWriteGapMs = Math.max(this.minWriteGapMs, options.maxWriteGapMs ?? 200);
@@ -165,7 +189,16 @@ export class LeaseBook {
   private lease(accountId: string): Lease {
     let l = this.leases.get(accountId);
     if (l === undefined) {
-      l = { granted: 0n, held: 0n, pending: 0n, lastUsed: 0, growing: null, known: false };
+      l = {
+        granted: 0n,
+        held: 0n,
+        pending: 0n,
+        lastUsed: 0,
+        growing: null,
+        known: false,
+        roomAskedAt: -Infinity,
+        roomy: false,
+      };
       this.leases.set(accountId, l);
     }
     return l;
@@ -453,16 +486,50 @@ export class LeaseBook {
 
   private returnIdle(): void {
     const now = performance.now();
-    for (const l of this.leases.values()) {
-      if (this.idle(l, now)) {
-        this.schedule();
-        break;
-      }
+    let due = false;
+    const ask: string[] = [];
+    for (const [account, l] of this.leases) {
+      if (this.idle(l, now)) due = true;
+      else if (this.keepsIdle(l, now)) ask.push(account);
     }
+    if (due) this.schedule();
+    if (ask.length > 0 && !this.askingRoom) void this.askRoom(ask);
     if (this.leases.size === 0 && this.idleTimer !== null) {
       clearInterval(this.idleTimer);
       this.idleTimer = null;
     }
+  }
+
+  /**
+   * Looks up the room of the accounts whose idle slack stays (decision 0044); off the write
+   * chain (it writes nothing, and a write or grow meanwhile only makes a lease busy again).
+   */
+  private async askRoom(accounts: string[]): Promise<void> {
+    this.askingRoom = true;
+    const at = performance.now();
+    let room: Map<string, Room> | null = null;
+    try {
+      room = await readRoom(this.driver, accounts, this.idleKeepMs ?? 0);
+    } catch {
+      // Unanswered: nothing is known to have room, so the slack goes back (by a write, which
+      // reports a database that stays unreachable).
+      room = null;
+    } finally {
+      this.askingRoom = false;
+    }
+    if (this.closed) return;
+    let due = false;
+    const now = performance.now();
+    for (const account of accounts) {
+      const l = this.leases.get(account);
+      if (l === undefined) continue;
+      const r = room?.get(account);
+      const slack = l.granted - l.held - l.pending;
+      l.roomy = r !== undefined && !r.short && r.availNano >= ROOM_FACTOR * slack;
+      l.roomAskedAt = at;
+      if (this.idle(l, now)) due = true;
+    }
+    if (due) this.schedule();
   }
 
   /** Its open record is neither written nor in a write. */
@@ -470,7 +537,8 @@ export class LeaseBook {
     return !o.persisted && !o.writing;
   }
 
-  private idle(l: Lease, now: number): boolean {
+  /** Nothing open or unwritten, unused for idleReturnMs: its slack goes back or is kept. */
+  private idleSince(l: Lease, now: number): boolean {
     return (
       l.held === 0n &&
       l.pending === 0n &&
@@ -478,6 +546,23 @@ export class LeaseBook {
       this.idleReturnMs !== null &&
       now - l.lastUsed >= this.idleReturnMs
     );
+  }
+
+  /** Idle, and its slack stays until a room look says otherwise or idleKeepMs runs out. */
+  private keepsIdle(l: Lease, now: number): boolean {
+    return (
+      this.idleKeepMs !== null &&
+      this.idleSince(l, now) &&
+      now - l.lastUsed < this.idleKeepMs &&
+      l.granted - l.held - l.pending > 0n &&
+      // Not looked at since it went idle (the look decides), or looked at and found room.
+      (l.roomAskedAt < l.lastUsed || l.roomy)
+    );
+  }
+
+  /** Its slack goes back now. */
+  private idle(l: Lease, now: number): boolean {
+    return this.idleSince(l, now) && !this.keepsIdle(l, now);
   }
 
   private async write(all: boolean): Promise<void> {

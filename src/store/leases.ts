@@ -11,9 +11,10 @@ import type { PriceSnapshot, ReserveInput, SettleOutcome } from './store.ts';
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
 
-// One statement (switchyard_grow_lease, migration 0003): lock the account, take
-// min(desired, available) when at least `need` is available, and add it to this holder's lease.
-// The lease's new amount comes back so the book resyncs to it.
+// One statement (switchyard_grow_lease, migrations 0003 and 0009): lock the account, take
+// min(desired, available) when at least `need` is available, and add it to this holder's lease;
+// when less is available, mark the account short (`short_at`). The lease's new amount comes back
+// so the book resyncs to it.
 const GROW_SQL = `SELECT r_status AS status, r_lease AS lease
   FROM switchyard_grow_lease($1, $2::int8, $3::int8, $4, $5)`;
 
@@ -36,6 +37,35 @@ export async function growLease(
   if (row === undefined || row.status === null) return { result: 'not_found' };
   if (row.lease !== null) return { result: 'ok', leaseNano: row.lease };
   return { result: row.status === 'active' ? 'insufficient' : 'account_disabled' };
+}
+
+// What a holder keeping idle slack asks (decision 0044), for all its idle accounts in one
+// statement: each one's balance not held by anyone (open requests and every holder's lease are
+// in reserved_nano), and whether a grow was refused for want of money in the last $2 ms.
+const ROOM_SQL = `SELECT id, balance_nano - reserved_nano AS avail,
+    COALESCE(short_at > now() - $2::int8 * interval '1 millisecond', false) AS short
+  FROM accounts WHERE id = ANY($1::text[])`;
+
+export interface Room {
+  /** Balance nobody holds: what other holders could still grow by. */
+  availNano: Nano;
+  /** A grow was refused for want of money within the window asked about. */
+  short: boolean;
+}
+
+/** Account id → its room; an account that does not exist (any more) is absent. */
+export async function readRoom(
+  db: Queryable,
+  accountIds: readonly string[],
+  shortWithinMs: number,
+): Promise<Map<string, Room>> {
+  const rows = await db.query<{ id: string; avail: bigint; short: boolean }>(ROOM_SQL, [
+    accountIds,
+    Math.ceil(shortWithinMs),
+  ]);
+  const room = new Map<string, Room>();
+  for (const r of rows) room.set(r.id, { availNano: r.avail, short: r.short });
+  return room;
 }
 
 /** A request admitted from a lease, as written down while it is open: what reserve was given. */

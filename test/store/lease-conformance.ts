@@ -39,6 +39,33 @@ function countCalls(driver: Driver): { queries: number; transactions: number; fa
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * The next statement through the driver whose text matches fails once (on PGlite the stores of
+ * a database share one driver: only the statement asked for may fail). Resolves when it has.
+ */
+function failOnce(driver: Driver, match: RegExp): Promise<void> {
+  const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
+  const query = d.query;
+  return new Promise((failed) => {
+    d.query = function (this: Driver, text, params) {
+      if (!match.test(text)) return query.call(this, text, params);
+      d.query = query;
+      failed();
+      return Promise.reject(new Error('connection lost (test)'));
+    } as Driver['query'];
+  });
+}
+
+/** Polls until the account holds no lease (a few seconds at most). */
+async function leaseGone(read: () => Promise<Account | null>): Promise<bigint | undefined> {
+  for (let i = 0; i < 150; i++) {
+    const leased = (await read())?.leasedNano;
+    if (leased === 0n) return leased;
+    await sleep(20);
+  }
+  return (await read())?.leasedNano;
+}
+
 /** `book`: lease book options every holder of the suite gets (a test's own come on top). */
 export function describeLeaseConformance(
   backend: string,
@@ -358,6 +385,72 @@ export function describeLeaseConformance(
         reservedNano: 0n,
         leasedNano: 0n,
       });
+    });
+
+    it('keeps idle slack while the account has room, and gives it back once another holder is refused', async () => {
+      const { account, key } = await funded(YUAN);
+      // The Postgres gateway's book (decision 0044), with the idle return at 30 ms.
+      const keeper = await db.open({ idleReturnMs: 30, idleKeepMs: 60_000 });
+      const h = await reserveOn(keeper, account, key, 1000n);
+      await keeper.settle(h.id, outcome(400n));
+      const leased = (await admin.getAccount(account.id))!.leasedNano;
+      expect(leased > 0n).toBe(true);
+      // Ten times the idle return: the room look found a balance far above four times the slack.
+      await sleep(300);
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
+
+      // Another holder asks for all that nobody holds and a bit more: refused, and the account is
+      // marked short; the keeper's next look sees it and gives its slack back.
+      const other = await db.open(true);
+      const free = YUAN - 400n - leased;
+      expect((await reserveOn(other, account, key, free + 1n)).result).toBe('insufficient');
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      const admitted = await reserveOn(other, account, key, free + 1n);
+      expect(admitted.result).toBe('ok');
+      await other.release(admitted.id);
+      await Promise.all([keeper.close(), other.close()]);
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 400n,
+        reservedNano: 0n,
+        leasedNano: 0n,
+      });
+    });
+
+    it('gives idle slack back when the balance nobody holds is under four times it', async () => {
+      const { account, key } = await funded(50_000n);
+      const keeper = await db.open({ idleReturnMs: 100, idleKeepMs: 60_000 });
+      const h = await reserveOn(keeper, account, key, 1000n);
+      await keeper.settle(h.id, outcome(400n));
+      // A lease of 17 reservations' worth (decision 0013's growth), 16,600 of it slack, leaves
+      // 33,000 for anyone else: under four times the slack.
+      const { leasedNano, balanceNano } = (await admin.getAccount(account.id))!;
+      expect(leasedNano).toBe(16_600n);
+      expect(balanceNano - leasedNano < 4n * leasedNano).toBe(true);
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      await keeper.close();
+    });
+
+    it('gives idle slack back when the room look fails, and when the keep runs out', async () => {
+      const { account, key } = await funded(YUAN);
+      const unanswered = await db.open({ idleReturnMs: 100, idleKeepMs: 60_000 });
+      const h = await reserveOn(unanswered, account, key, 1000n);
+      const looked = failOnce(unanswered.driver, /short_at/);
+      await unanswered.settle(h.id, outcome(400n));
+      expect((await admin.getAccount(account.id))!.leasedNano > 0n).toBe(true);
+      await looked;
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      await unanswered.close();
+
+      const brief = await db.open({ idleReturnMs: 100, idleKeepMs: 300 });
+      const h2 = await reserveOn(brief, account, key, 1000n);
+      await brief.settle(h2.id, outcome(100n));
+      expect((await admin.getAccount(account.id))!.leasedNano > 0n).toBe(true);
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 500n,
+        leasedNano: 0n,
+      });
+      await brief.close();
     });
 
     it('a small write waits for a full one, but the first outcome after a quiet spell does not', async () => {
