@@ -92,7 +92,7 @@ export async function adjustBalance(
   if (kind !== 'topup' && kind !== 'adjust') {
     throw new StoreError('invalid_argument', `balance change kind must be topup or adjust`);
   }
-  return driver.transaction(async (tx) => {
+  const entry = await driver.transaction(async (tx) => {
     // The condition keeps money held for in-flight requests: available may not go below 0.
     const updated = await tx.query<{ balance_nano: bigint }>(
       `UPDATE accounts SET balance_nano = balance_nano + $2::int8, updated_at = now()
@@ -104,7 +104,11 @@ export async function adjustBalance(
     if (balance === undefined) {
       const account = await getAccount(tx, accountId);
       if (account === null) throw new StoreError('not_found', `account ${accountId} not found`);
-      throw new StoreError(
+      // Marked short, as a refused grow marks it (migration 0009): another instance keeping idle
+      // lease slack on the account gives it back at its next look (decision 0044), and the
+      // adjustment can be made again. Committed, so the refusal is returned, not thrown.
+      await tx.query(`UPDATE accounts SET short_at = clock_timestamp() WHERE id = $1`, [accountId]);
+      return new StoreError(
         'insufficient_balance',
         `adjustment of ${amountNano} nano-yuan would take the available balance ` +
           `(${account.balanceNano - account.reservedNano}) below zero`,
@@ -117,4 +121,6 @@ export async function adjustBalance(
     );
     return toLedgerEntry(rows[0] as LedgerRow);
   });
+  if (entry instanceof StoreError) throw entry;
+  return entry;
 }

@@ -41,10 +41,12 @@ export async function growLease(
 
 // What a holder keeping idle slack asks (decision 0044), for all its idle accounts in one
 // statement: each one's balance not held by anyone (open requests and every holder's lease are
-// in reserved_nano), and whether a grow was refused for want of money in the last $2 ms.
+// in reserved_nano), and whether a grow or a negative adjustment was refused for want of money in
+// the last $2 ms. An account that is gone or no longer active (disabled through another
+// instance) is left out: its slack goes back.
 const ROOM_SQL = `SELECT id, balance_nano - reserved_nano AS avail,
     COALESCE(short_at > now() - $2::int8 * interval '1 millisecond', false) AS short
-  FROM accounts WHERE id = ANY($1::text[])`;
+  FROM accounts WHERE id = ANY($1::text[]) AND status = 'active'`;
 
 export interface Room {
   /** Balance nobody holds: what other holders could still grow by. */
@@ -53,7 +55,7 @@ export interface Room {
   short: boolean;
 }
 
-/** Account id → its room; an account that does not exist (any more) is absent. */
+/** Account id → its room; an account that is gone or not active is absent. */
 export async function readRoom(
   db: Queryable,
   accountIds: readonly string[],

@@ -364,14 +364,23 @@ export function describeLeaseConformance(
       });
     });
 
-    it('keeps its slack through idle spells when it is the only holder, and gives it back at close', async () => {
-      const { account, key } = await funded(YUAN);
-      // The embedded gateway's book (decision 0043): no other instance could take the slack.
-      const only = await db.open({ idleReturnMs: null });
-      const h = await reserveOn(only, account, key, 1000n);
-      await only.settle(h.id, outcome(400n));
+    /** A funded account and a new book holding slack on it after one request charged 400. */
+    async function slackIn(
+      funds: bigint,
+      options: LeaseBookOptions,
+    ): Promise<{ account: Account; key: ApiKey; book: SqlStore; leased: bigint }> {
+      const { account, key } = await funded(funds);
+      const book = await db.open(options);
+      const h = await reserveOn(book, account, key, 1000n);
+      await book.settle(h.id, outcome(400n));
       const leased = (await admin.getAccount(account.id))!.leasedNano;
       expect(leased > 0n).toBe(true);
+      return { account, key, book, leased };
+    }
+
+    it('keeps its slack through idle spells when it is the only holder, and gives it back at close', async () => {
+      // The embedded gateway's book (decision 0043): no other instance could take the slack.
+      const { account, key, book: only, leased } = await slackIn(YUAN, { idleReturnMs: null });
       // Many times the 30 ms after which the book above gave its slack back.
       await sleep(300);
       expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
@@ -388,13 +397,13 @@ export function describeLeaseConformance(
     });
 
     it('keeps idle slack while the account has room, and gives it back once another holder is refused', async () => {
-      const { account, key } = await funded(YUAN);
       // The Postgres gateway's book (decision 0044), with the idle return at 30 ms.
-      const keeper = await db.open({ idleReturnMs: 30, idleKeepMs: 60_000 });
-      const h = await reserveOn(keeper, account, key, 1000n);
-      await keeper.settle(h.id, outcome(400n));
-      const leased = (await admin.getAccount(account.id))!.leasedNano;
-      expect(leased > 0n).toBe(true);
+      const {
+        account,
+        key,
+        book: keeper,
+        leased,
+      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
       // Ten times the idle return: the room look found a balance far above four times the slack.
       await sleep(300);
       expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
@@ -416,28 +425,54 @@ export function describeLeaseConformance(
       });
     });
 
+    it('kept idle slack goes back after a negative adjustment elsewhere is refused, or a disable elsewhere', async () => {
+      const { account, book: keeper } = await slackIn(YUAN, {
+        idleReturnMs: 30,
+        idleKeepMs: 60_000,
+      });
+      // Through another instance (no lease of its own): all of the balance, the keeper's slack
+      // included, is refused and marks the account; the keeper's next look gives it back.
+      await expect(
+        admin.adjustBalance(account.id, -(YUAN - 400n), 'adjust', 'refund'),
+      ).rejects.toMatchObject({ code: 'insufficient_balance' });
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      await admin.adjustBalance(account.id, -(YUAN - 400n), 'adjust', 'refund');
+      expect(await admin.getAccount(account.id)).toMatchObject({ balanceNano: 0n, leasedNano: 0n });
+      await keeper.close();
+
+      const second = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      await sleep(100);
+      expect((await admin.getAccount(second.account.id))?.leasedNano).toBe(second.leased);
+      await admin.setAccountStatus(second.account.id, 'disabled');
+      expect(await leaseGone(() => admin.getAccount(second.account.id))).toBe(0n);
+      await second.book.close();
+    });
+
     it('gives idle slack back when the balance nobody holds is under four times it', async () => {
-      const { account, key } = await funded(50_000n);
-      const keeper = await db.open({ idleReturnMs: 100, idleKeepMs: 60_000 });
-      const h = await reserveOn(keeper, account, key, 1000n);
-      await keeper.settle(h.id, outcome(400n));
+      const {
+        account,
+        book: keeper,
+        leased,
+      } = await slackIn(50_000n, {
+        idleReturnMs: 100,
+        idleKeepMs: 60_000,
+      });
       // A lease of 17 reservations' worth (decision 0013's growth), 16,600 of it slack, leaves
       // 33,000 for anyone else: under four times the slack.
-      const { leasedNano, balanceNano } = (await admin.getAccount(account.id))!;
-      expect(leasedNano).toBe(16_600n);
-      expect(balanceNano - leasedNano < 4n * leasedNano).toBe(true);
+      expect(leased).toBe(16_600n);
+      expect(50_000n - 400n - leased < 4n * leased).toBe(true);
       expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
       await keeper.close();
     });
 
     it('gives idle slack back when the room look fails, and when the keep runs out', async () => {
-      const { account, key } = await funded(YUAN);
-      const unanswered = await db.open({ idleReturnMs: 100, idleKeepMs: 60_000 });
-      const h = await reserveOn(unanswered, account, key, 1000n);
-      const looked = failOnce(unanswered.driver, /short_at/);
-      await unanswered.settle(h.id, outcome(400n));
-      expect((await admin.getAccount(account.id))!.leasedNano > 0n).toBe(true);
-      await looked;
+      const {
+        account,
+        key,
+        book: unanswered,
+      } = await slackIn(YUAN, { idleReturnMs: 100, idleKeepMs: 60_000 });
+      // The book's next statement that reads room; it comes 100 ms after the request at the least.
+      await failOnce(unanswered.driver, /short_at/);
       expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
       await unanswered.close();
 

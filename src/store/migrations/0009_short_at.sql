@@ -1,9 +1,10 @@
 -- A holder keeps an idle lease's slack while the account has room for others (decision 0044):
 -- it asks, every half second or so, for the account's unleased balance and whether a grow was
 -- refused for want of money since it last looked. `short_at` is that mark: the last time a grow
--- found the account active but its available balance below what was needed. A holder keeping
--- slack that sees it gives the slack back, so a refusal on one instance frees what another
--- keeps idle within one look (before: the idle return, 2 s).
+-- found the account active but its available balance below what was needed, or a negative
+-- adjustment was refused for the same reason (src/store/accounts.ts). A holder keeping slack that
+-- sees it gives the slack back, so a refusal on one instance frees what another keeps idle within
+-- one look (before: the idle return, 2 s).
 
 ALTER TABLE accounts ADD COLUMN short_at timestamptz;
 
