@@ -30,10 +30,11 @@ export interface LeaseBookOptions {
   idleReturnMs?: number | null;
   /**
    * With an idle return: an idle lease keeps its slack up to this long after its last use while
-   * the database says its account has room for other holders: a balance nobody holds of at least
-   * ROOM_FACTOR times the slack, and no grow refused for want of money within this long. One
-   * query for every lease idle past idleReturnMs, at each idle look (a quarter of idleReturnMs);
-   * a lease without room gives its slack back at once. Null (the default): slack goes back at
+   * the database says its account has room for other holders: active, a balance nobody holds of
+   * at least ROOM_FACTOR times the slack, no grow or negative adjustment refused for want of
+   * money within this long, and this holder's lease still there. One statement at each idle look
+   * (a quarter of idleReturnMs) asks for every lease idle past idleReturnMs; a lease without room
+   * gives its slack back at once. Null (the default): slack goes back at
    * idleReturnMs. The Postgres gateway keeps it 60 s (decision 0044).
    */
   idleKeepMs?: number | null;
@@ -140,6 +141,8 @@ export class LeaseBook {
   private readonly idleKeepMs: number | null;
   /** A room look is in flight: the next idle look does not start another. */
   private askingRoom = false;
+  /** When the last room look started (performance.now()). */
+  private roomAskStartedAt = -Infinity;
   private readonly growFactor: bigint;
   private readonly minWriteGapMs: number;
   private readonly maxWriteGapMs: number;
@@ -507,9 +510,10 @@ export class LeaseBook {
   private async askRoom(accounts: string[]): Promise<void> {
     this.askingRoom = true;
     const at = performance.now();
+    this.roomAskStartedAt = at;
     let room: Map<string, Room> | null = null;
     try {
-      room = await readRoom(this.driver, accounts, this.idleKeepMs ?? 0);
+      room = await readRoom(this.driver, this.holderId, accounts, this.idleKeepMs ?? 0);
     } catch {
       // Unanswered: nothing is known to have room, so the slack goes back (by a write, which
       // reports a database that stays unreachable).
@@ -524,6 +528,22 @@ export class LeaseBook {
       const l = this.leases.get(account);
       if (l === undefined) continue;
       const r = room?.get(account);
+      // A peer took this holder's lease back: it presumed this process dead after a pause past
+      // the heartbeat's bound. Kept, that slack would admit requests whose charges the write
+      // then drops (the lease is 'lost'). Resync as a write does when it finds a lease lost; the
+      // next admission asks the database. Only for a lease untouched since the look started: a
+      // grow or a charge meanwhile would make the read stale.
+      if (
+        r !== undefined &&
+        r.heldNano < l.granted &&
+        l.lastUsed < at &&
+        l.growing === null &&
+        l.held === 0n &&
+        l.pending === 0n
+      ) {
+        l.granted = r.heldNano;
+        l.known = false;
+      }
       const slack = l.granted - l.held - l.pending;
       l.roomy = r !== undefined && !r.short && r.availNano >= ROOM_FACTOR * slack;
       l.roomAskedAt = at;
@@ -556,7 +576,10 @@ export class LeaseBook {
       now - l.lastUsed < this.idleKeepMs &&
       l.granted - l.held - l.pending > 0n &&
       // Not looked at since it went idle (the look decides), or looked at and found room.
-      (l.roomAskedAt < l.lastUsed || l.roomy)
+      (l.roomAskedAt < l.lastUsed || l.roomy) &&
+      // A look that has not answered for idleReturnMs (a stuck connection, a lock) confirms
+      // nothing: the slack goes back as it did before decision 0044.
+      !(this.askingRoom && now - this.roomAskStartedAt > (this.idleReturnMs ?? 0))
     );
   }
 
@@ -593,6 +616,9 @@ export class LeaseBook {
       opens.length === 0 &&
       shrinks.length === 0
     ) {
+      // An entry left empty (a grow refused, a lease found lost) would be judged idle at every
+      // look and start a write that writes nothing.
+      this.dropEmpty();
       return;
     }
     const batch: Batch = {
@@ -679,6 +705,11 @@ export class LeaseBook {
       l.known = false;
     }
     for (const r of releases) r.resolve('released');
+    this.dropEmpty();
+  }
+
+  /** Entries that hold nothing and wait for nothing leave the book. */
+  private dropEmpty(): void {
     for (const [account, l] of this.leases) {
       if (l.granted === 0n && l.held === 0n && l.pending === 0n && l.growing === null) {
         this.leases.delete(account);

@@ -41,32 +41,40 @@ export async function growLease(
 
 // What a holder keeping idle slack asks (decision 0044), for all its idle accounts in one
 // statement: each one's balance not held by anyone (open requests and every holder's lease are
-// in reserved_nano), and whether a grow or a negative adjustment was refused for want of money in
-// the last $2 ms. An account that is gone or no longer active (disabled through another
-// instance) is left out: its slack goes back.
-const ROOM_SQL = `SELECT id, balance_nano - reserved_nano AS avail,
-    COALESCE(short_at > now() - $2::int8 * interval '1 millisecond', false) AS short
-  FROM accounts WHERE id = ANY($1::text[]) AND status = 'active'`;
+// in reserved_nano), whether a grow or a negative adjustment was refused for want of money in the
+// last $2 ms, and what the database still holds for this holder ($3): a peer that presumed it
+// dead (a process paused past the heartbeat's bound) took its lease back. An account that is gone
+// or no longer active (disabled through another instance) is left out: its slack goes back.
+const ROOM_SQL = `SELECT a.id, a.balance_nano - a.reserved_nano AS avail,
+    COALESCE(a.short_at > now() - $2::int8 * interval '1 millisecond', false) AS short,
+    COALESCE(l.amount_nano, 0) AS held
+  FROM accounts a LEFT JOIN leases l ON l.account_id = a.id AND l.holder_id = $3
+  WHERE a.id = ANY($1::text[]) AND a.status = 'active'`;
 
 export interface Room {
   /** Balance nobody holds: what other holders could still grow by. */
   availNano: Nano;
-  /** A grow was refused for want of money within the window asked about. */
+  /** A grow or a negative adjustment was refused for want of money within the window asked about. */
   short: boolean;
+  /** What the database holds for this holder on the account (0: no lease row). */
+  heldNano: Nano;
 }
 
 /** Account id → its room; an account that is gone or not active is absent. */
 export async function readRoom(
   db: Queryable,
+  holderId: string,
   accountIds: readonly string[],
   shortWithinMs: number,
 ): Promise<Map<string, Room>> {
-  const rows = await db.query<{ id: string; avail: bigint; short: boolean }>(ROOM_SQL, [
-    accountIds,
-    Math.ceil(shortWithinMs),
-  ]);
+  const rows = await db.query<{ id: string; avail: bigint; short: boolean; held: bigint }>(
+    ROOM_SQL,
+    [accountIds, Math.ceil(shortWithinMs), holderId],
+  );
   const room = new Map<string, Room>();
-  for (const r of rows) room.set(r.id, { availNano: r.avail, short: r.short });
+  for (const r of rows) {
+    room.set(r.id, { availNano: r.avail, short: r.short, heldNano: r.held });
+  }
   return room;
 }
 

@@ -44,14 +44,27 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * a database share one driver: only the statement asked for may fail). Resolves when it has.
  */
 function failOnce(driver: Driver, match: RegExp): Promise<void> {
+  return interceptOnce(driver, match, () => Promise.reject(new Error('connection lost (test)')));
+}
+
+/**
+ * The next matching statement gets `answer` instead of the database; resolves when it came.
+ * Rejects, with the driver restored, if none came within 5 s (a book that stopped asking).
+ */
+function interceptOnce(driver: Driver, match: RegExp, answer: () => Promise<never>): Promise<void> {
   const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
   const query = d.query;
-  return new Promise((failed) => {
+  return new Promise((came, never) => {
+    const timer = setTimeout(() => {
+      d.query = query;
+      never(new Error(`no statement matching ${String(match)} within 5 s`));
+    }, 5_000);
     d.query = function (this: Driver, text, params) {
       if (!match.test(text)) return query.call(this, text, params);
       d.query = query;
-      failed();
-      return Promise.reject(new Error('connection lost (test)'));
+      clearTimeout(timer);
+      came();
+      return answer();
     } as Driver['query'];
   });
 }
@@ -448,24 +461,53 @@ export function describeLeaseConformance(
       await second.book.close();
     });
 
-    it('gives idle slack back when the balance nobody holds is under four times it', async () => {
-      const {
-        account,
-        book: keeper,
-        leased,
-      } = await slackIn(50_000n, {
-        idleReturnMs: 100,
-        idleKeepMs: 60_000,
-      });
-      // A lease of 17 reservations' worth (decision 0013's growth), 16,600 of it slack, leaves
-      // 33,000 for anyone else: under four times the slack.
-      expect(leased).toBe(16_600n);
-      expect(50_000n - 400n - leased < 4n * leased).toBe(true);
-      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
-      await keeper.close();
+    it('keeps idle slack at four times it nobody holds, and gives it back one nano under', async () => {
+      // One request of 1,000 grows a lease of 17,000 (decision 0013's growth); charged 400, it
+      // keeps 16,600 of slack. 83,400 funds leave 66,400 for anyone else: four times the slack.
+      const options = { idleReturnMs: 50, idleKeepMs: 60_000 };
+      const at = await slackIn(83_400n, options);
+      const under = await slackIn(83_399n, options);
+      expect([at.leased, under.leased]).toEqual([16_600n, 16_600n]);
+      expect(await leaseGone(() => admin.getAccount(under.account.id))).toBe(0n);
+      expect((await admin.getAccount(at.account.id))?.leasedNano).toBe(16_600n);
+      await Promise.all([at.book.close(), under.book.close()]);
     });
 
-    it('gives idle slack back when the room look fails, and when the keep runs out', async () => {
+    it('a kept lease that a peer recovered is not admitted from: its next request is charged', async () => {
+      const {
+        account,
+        key,
+        book: paused,
+        leased,
+      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      await sleep(100);
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
+      // Its process paused past the heartbeat's bound: a peer takes its lease back.
+      await admin.driver.query(
+        `UPDATE instances SET heartbeat_at = now() - interval '1 hour' WHERE id = $1`,
+        [paused.instanceId],
+      );
+      await admin.recoverDeadInstances(60_000);
+      expect(await admin.getAccount(account.id)).toMatchObject({
+        balanceNano: YUAN - 400n,
+        leasedNano: 0n,
+      });
+      // It wakes up; its next look finds the lease gone, so the next request leases afresh and
+      // is charged (admitted from the slack it had, the write would have found the lease lost and
+      // dropped the charge).
+      await sleep(100);
+      await paused.heartbeat();
+      const next = await reserveOn(paused, account, key, 1000n);
+      expect(next.result).toBe('ok');
+      expect(await paused.settle(next.id, outcome(700n))).toMatchObject({
+        result: 'settled',
+        costNano: 700n,
+      });
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 1100n);
+      await paused.close();
+    });
+
+    it('gives idle slack back when the room look fails or hangs, and when the keep runs out', async () => {
       const {
         account,
         key,
@@ -476,10 +518,29 @@ export function describeLeaseConformance(
       expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
       await unanswered.close();
 
-      const brief = await db.open({ idleReturnMs: 100, idleKeepMs: 300 });
+      // A look that does not answer: after idleReturnMs of waiting on it the slack goes back.
+      const stuck = await db.open({ idleReturnMs: 50, idleKeepMs: 60_000 });
+      let answer = (): void => undefined;
+      const hung = interceptOnce(
+        stuck.driver,
+        /short_at/,
+        () => new Promise<never>((_, fail) => (answer = () => fail(new Error('late (test)')))),
+      );
+      const h1 = await reserveOn(stuck, account, key, 1000n);
+      await stuck.settle(h1.id, outcome(0n));
+      await hung;
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      answer();
+      await stuck.close();
+
+      // The keep runs out: kept past the idle return, given back after idleKeepMs.
+      const brief = await db.open({ idleReturnMs: 50, idleKeepMs: 1_500 });
       const h2 = await reserveOn(brief, account, key, 1000n);
       await brief.settle(h2.id, outcome(100n));
-      expect((await admin.getAccount(account.id))!.leasedNano > 0n).toBe(true);
+      const leased = (await admin.getAccount(account.id))!.leasedNano;
+      expect(leased > 0n).toBe(true);
+      await sleep(300);
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
       expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
       expect(await admin.getAccount(account.id)).toMatchObject({
         balanceNano: YUAN - 500n,
