@@ -128,7 +128,10 @@ const retryDelay = (failures: number): number =>
  * (decision 0044): another holder's grow then finds what it needs without it, and the account is
  * far from the point where the slack decides whether a request is admitted.
  */
-export const ROOM_FACTOR = 4n;
+const ROOM_FACTOR = 4n;
+
+/** What a lease can still admit, or give back: granted - held - pending. */
+const freeOf = (l: Lease): Nano => l.granted - l.held - l.pending;
 
 export class LeaseBook {
   readonly holderId: string;
@@ -219,7 +222,7 @@ export class LeaseBook {
     for (;;) {
       // Looked up again after every wait: a write may have dropped an empty entry meanwhile.
       lease = this.lease(input.accountId);
-      const free = lease.granted - lease.held - lease.pending;
+      const free = freeOf(lease);
       if (input.amountNano <= free && lease.known && !this.disabled.has(input.accountId)) break;
       // Concurrent admissions short of money wait on one grow.
       lease.growing ??= this.startGrow(input.accountId, lease, input.amountNano - free);
@@ -492,8 +495,9 @@ export class LeaseBook {
     let due = false;
     const ask: string[] = [];
     for (const [account, l] of this.leases) {
-      if (this.idle(l, now)) due = true;
-      else if (this.keepsIdle(l, now)) ask.push(account);
+      if (!this.idleSince(l, now)) continue;
+      if (this.keepsIdle(l, now)) ask.push(account);
+      else due = true;
     }
     if (due) this.schedule();
     if (ask.length > 0 && !this.askingRoom) void this.askRoom(ask);
@@ -544,7 +548,7 @@ export class LeaseBook {
         l.granted = r.heldNano;
         l.known = false;
       }
-      const slack = l.granted - l.held - l.pending;
+      const slack = freeOf(l);
       l.roomy = r !== undefined && !r.short && r.availNano >= ROOM_FACTOR * slack;
       l.roomAskedAt = at;
       if (this.idle(l, now)) due = true;
@@ -574,7 +578,7 @@ export class LeaseBook {
       this.idleKeepMs !== null &&
       this.idleSince(l, now) &&
       now - l.lastUsed < this.idleKeepMs &&
-      l.granted - l.held - l.pending > 0n &&
+      freeOf(l) > 0n &&
       // Not looked at since it went idle (the look decides), or looked at and found room.
       (l.roomAskedAt < l.lastUsed || l.roomy) &&
       // A look that has not answered for idleReturnMs (a stuck connection, a lock) confirms
@@ -602,7 +606,7 @@ export class LeaseBook {
     // It leaves the book before the write, so nothing is admitted from it meanwhile.
     const shrinks: { accountId: string; amountNano: Nano }[] = [];
     for (const [account, l] of this.leases) {
-      const slack = l.granted - l.held - l.pending;
+      const slack = freeOf(l);
       if (slack <= 0n) continue;
       if (this.shrinkNow.has(account) || this.closed || this.idle(l, now)) {
         shrinks.push({ accountId: account, amountNano: slack });
