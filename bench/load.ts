@@ -470,11 +470,19 @@ export interface StreamLoopResult {
   eventsPerStream: number;
   ttft: Percentiles;
   ttlt: Percentiles;
+  /**
+   * Each turn's own TTFT p50, in the order taken: one a round, so a gateway's turn can be set
+   * against the bare proxy's of the same round (the report's spread of the TTFT goals). Absent in
+   * results written before session 30.
+   */
+  turnTtftP50?: number[];
 }
 
 /** What one side's stream slices gathered. */
 interface StreamSink {
   ttft: number[];
+  /** Where each turn's streams begin in `ttft`. */
+  turnStarts: number[];
   ttlt: number[];
   errors: number;
   events: number;
@@ -483,6 +491,7 @@ interface StreamSink {
 
 const newStreamSink = (): StreamSink => ({
   ttft: [],
+  turnStarts: [],
   ttlt: [],
   errors: 0,
   events: 0,
@@ -508,6 +517,7 @@ async function streamSlice(
   opts: { concurrency: number; durationMs: number; body: string },
   sink: StreamSink,
 ): Promise<void> {
+  sink.turnStarts.push(sink.ttft.length);
   const deadline = performance.now() + opts.durationMs;
   const loop = async (): Promise<void> => {
     while (performance.now() < deadline) {
@@ -527,6 +537,9 @@ function streamResult(concurrency: number, sink: StreamSink, connects: number): 
     eventsPerStream: sink.events,
     ttft: percentiles(sink.ttft),
     ttlt: percentiles(sink.ttlt),
+    turnTtftP50: sink.turnStarts.map(
+      (from, i) => percentiles(sink.ttft.slice(from, sink.turnStarts[i + 1])).p50,
+    ),
   };
 }
 
@@ -570,6 +583,7 @@ export async function interleavedPacedStreamLoop<K extends string>(
     { connections: opts.connections, rounds: opts.slices, between: opts.between },
     newStreamSink,
     async (pool, target, sink) => {
+      sink.turnStarts.push(sink.ttft.length);
       await atRate(
         pool,
         target,
