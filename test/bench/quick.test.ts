@@ -51,6 +51,10 @@ describe('npm run bench:quick', () => {
       expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttlt.p50, side).toBeGreaterThan(0);
       expect(r.pacedStream?.[side]?.ttft.p50, side).toBeGreaterThan(0);
+      // One TTFT p50 a turn, for the report's spread by round beside the TTFT goals.
+      expect(r.stream[side]?.turnTtftP50?.length, side).toBe(r.params.streamSlices);
+      expect(r.pacedStream?.[side]?.turnTtftP50?.length, side).toBe(r.params.pacedSlices);
+      for (const p50 of r.stream[side]?.turnTtftP50 ?? []) expect(p50, side).toBeGreaterThan(0);
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
