@@ -104,10 +104,17 @@ export async function adjustBalance(
     if (balance === undefined) {
       const account = await getAccount(tx, accountId);
       if (account === null) throw new StoreError('not_found', `account ${accountId} not found`);
-      // Marked short, as a refused grow marks it (migration 0009): another instance keeping idle
-      // lease slack on the account gives it back at its next look (decision 0044), and the
-      // adjustment can be made again. Committed, so the refusal is returned, not thrown.
-      await tx.query(`UPDATE accounts SET short_at = clock_timestamp() WHERE id = $1`, [accountId]);
+      // Marked short, as a refused grow marks it (migrations 0009, 0010): another instance keeping
+      // idle lease slack on the account gives it back at its next look (decision 0044), and the
+      // adjustment can be made again. Only when that could help (the balance covers it, only
+      // reservations stood in the way), and once a second at most. Committed, so the refusal is
+      // returned, not thrown.
+      await tx.query(
+        `UPDATE accounts SET short_at = clock_timestamp()
+         WHERE id = $1 AND balance_nano + $2::int8 >= 0
+           AND (short_at IS NULL OR short_at < clock_timestamp() - interval '1 second')`,
+        [accountId, amountNano],
+      );
       return new StoreError(
         'insufficient_balance',
         `adjustment of ${amountNano} nano-yuan would take the available balance ` +

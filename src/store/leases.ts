@@ -11,10 +11,10 @@ import type { PriceSnapshot, ReserveInput, SettleOutcome } from './store.ts';
 export type GrowResult =
   { result: 'ok'; leaseNano: Nano } | { result: 'insufficient' | 'account_disabled' | 'not_found' };
 
-// One statement (switchyard_grow_lease, migrations 0003 and 0009): lock the account, take
+// One statement (switchyard_grow_lease, migrations 0003, 0009 and 0010): lock the account, take
 // min(desired, available) when at least `need` is available, and add it to this holder's lease;
-// when less is available, mark the account short (`short_at`). The lease's new amount comes back
-// so the book resyncs to it.
+// when less is available but the balance covers `need`, mark the account short (`short_at`, at
+// most once a second). The lease's new amount comes back so the book resyncs to it.
 const GROW_SQL = `SELECT r_status AS status, r_lease AS lease
   FROM switchyard_grow_lease($1, $2::int8, $3::int8, $4, $5)`;
 

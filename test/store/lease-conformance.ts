@@ -461,6 +461,45 @@ export function describeLeaseConformance(
       await second.book.close();
     });
 
+    it('keeps idle slack when what was refused elsewhere is more than the whole balance', async () => {
+      // Regression (migration 0010): a client asking for more than its balance marked the account
+      // short, and every instance gave its idle slack back, although no slack could have met it.
+      const {
+        account,
+        key,
+        book: keeper,
+        leased,
+      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      const other = await db.open(true);
+      expect((await reserveOn(other, account, key, YUAN)).result).toBe('insufficient');
+      await expect(
+        admin.adjustBalance(account.id, -YUAN, 'adjust', 'refund'),
+      ).rejects.toMatchObject({ code: 'insufficient_balance' });
+      // Ten looks later the keeper still holds its slack.
+      await sleep(300);
+      expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
+
+      // One the slack could meet marks it, once a second however many come.
+      const shortAt = async (): Promise<Date | null> =>
+        (
+          await admin.driver.query<{ short_at: Date | null }>(
+            `SELECT short_at FROM accounts WHERE id = $1`,
+            [account.id],
+          )
+        )[0]!.short_at;
+      expect(await shortAt()).toBeNull();
+      const free = YUAN - 400n - leased;
+      expect((await reserveOn(other, account, key, free + 1n)).result).toBe('insufficient');
+      const marked = await shortAt();
+      expect(marked).not.toBeNull();
+      await expect(
+        admin.adjustBalance(account.id, -(YUAN - 400n), 'adjust', 'refund'),
+      ).rejects.toMatchObject({ code: 'insufficient_balance' });
+      expect(await shortAt()).toEqual(marked);
+      expect(await leaseGone(() => admin.getAccount(account.id))).toBe(0n);
+      await Promise.all([keeper.close(), other.close()]);
+    });
+
     it('keeps idle slack at four times it nobody holds, and gives it back one nano under', async () => {
       // One request of 1,000 grows a lease of 17,000 (decision 0013's growth); charged 400, it
       // keeps 16,600 of slack. 83,400 funds leave 66,400 for anyone else: four times the slack.
