@@ -109,12 +109,13 @@ export async function adjustBalance(
       // adjustment can be made again. Only when that could help (the balance covers it, only
       // reservations stood in the way), and once a second at most. Committed, so the refusal is
       // returned, not thrown.
-      await tx.query(
-        `UPDATE accounts SET short_at = clock_timestamp()
-         WHERE id = $1 AND balance_nano + $2::int8 >= 0
-           AND (short_at IS NULL OR short_at < clock_timestamp() - interval '1 second')`,
-        [accountId, amountNano],
-      );
+      if (account.balanceNano + amountNano >= 0n) {
+        await tx.query(
+          `UPDATE accounts SET short_at = clock_timestamp()
+           WHERE id = $1 AND (short_at IS NULL OR short_at < clock_timestamp() - interval '1 second')`,
+          [accountId],
+        );
+      }
       return new StoreError(
         'insufficient_balance',
         `adjustment of ${amountNano} nano-yuan would take the available balance ` +

@@ -142,10 +142,11 @@ export class LeaseBook {
   private readonly writeOpenAfterMs: number;
   private readonly idleReturnMs: number | null;
   private readonly idleKeepMs: number | null;
-  /** A room look is in flight: the next idle look does not start another. */
-  private askingRoom = false;
-  /** When the last room look started (performance.now()). */
-  private roomAskStartedAt = -Infinity;
+  /**
+   * When the room look in flight started (performance.now()); null: none is. The next idle look
+   * does not start another.
+   */
+  private roomAskSince: number | null = null;
   private readonly growFactor: bigint;
   private readonly minWriteGapMs: number;
   private readonly maxWriteGapMs: number;
@@ -500,7 +501,7 @@ export class LeaseBook {
       else due = true;
     }
     if (due) this.schedule();
-    if (ask.length > 0 && !this.askingRoom) void this.askRoom(ask);
+    if (ask.length > 0 && this.roomAskSince === null) void this.askRoom(ask);
     if (this.leases.size === 0 && this.idleTimer !== null) {
       clearInterval(this.idleTimer);
       this.idleTimer = null;
@@ -512,9 +513,8 @@ export class LeaseBook {
    * chain (it writes nothing, and a write or grow meanwhile only makes a lease busy again).
    */
   private async askRoom(accounts: string[]): Promise<void> {
-    this.askingRoom = true;
     const at = performance.now();
-    this.roomAskStartedAt = at;
+    this.roomAskSince = at;
     let room: Map<string, Room> | null = null;
     try {
       room = await readRoom(this.driver, this.holderId, accounts, this.idleKeepMs ?? 0);
@@ -523,7 +523,7 @@ export class LeaseBook {
       // reports a database that stays unreachable).
       room = null;
     } finally {
-      this.askingRoom = false;
+      this.roomAskSince = null;
     }
     if (this.closed) return;
     let due = false;
@@ -583,7 +583,7 @@ export class LeaseBook {
       (l.roomAskedAt < l.lastUsed || l.roomy) &&
       // A look that has not answered for idleReturnMs (a stuck connection, a lock) confirms
       // nothing: the slack goes back as it did before decision 0044.
-      !(this.askingRoom && now - this.roomAskStartedAt > (this.idleReturnMs ?? 0))
+      !(this.roomAskSince !== null && now - this.roomAskSince > (this.idleReturnMs ?? 0))
     );
   }
 

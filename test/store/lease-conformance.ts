@@ -378,6 +378,9 @@ export function describeLeaseConformance(
     });
 
     /** A funded account and a new book holding slack on it after one request charged 400. */
+    /** The Postgres gateway's book (decision 0044), with the idle return at 30 ms. */
+    const KEEPER: LeaseBookOptions = { idleReturnMs: 30, idleKeepMs: 60_000 };
+
     async function slackIn(
       funds: bigint,
       options: LeaseBookOptions,
@@ -410,13 +413,7 @@ export function describeLeaseConformance(
     });
 
     it('keeps idle slack while the account has room, and gives it back once another holder is refused', async () => {
-      // The Postgres gateway's book (decision 0044), with the idle return at 30 ms.
-      const {
-        account,
-        key,
-        book: keeper,
-        leased,
-      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      const { account, key, book: keeper, leased } = await slackIn(YUAN, KEEPER);
       // Ten times the idle return: the room look found a balance far above four times the slack.
       await sleep(300);
       expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
@@ -439,10 +436,7 @@ export function describeLeaseConformance(
     });
 
     it('kept idle slack goes back after a negative adjustment elsewhere is refused, or a disable elsewhere', async () => {
-      const { account, book: keeper } = await slackIn(YUAN, {
-        idleReturnMs: 30,
-        idleKeepMs: 60_000,
-      });
+      const { account, book: keeper } = await slackIn(YUAN, KEEPER);
       // Through another instance (no lease of its own): all of the balance, the keeper's slack
       // included, is refused and marks the account; the keeper's next look gives it back.
       await expect(
@@ -453,7 +447,7 @@ export function describeLeaseConformance(
       expect(await admin.getAccount(account.id)).toMatchObject({ balanceNano: 0n, leasedNano: 0n });
       await keeper.close();
 
-      const second = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      const second = await slackIn(YUAN, KEEPER);
       await sleep(100);
       expect((await admin.getAccount(second.account.id))?.leasedNano).toBe(second.leased);
       await admin.setAccountStatus(second.account.id, 'disabled');
@@ -464,12 +458,7 @@ export function describeLeaseConformance(
     it('keeps idle slack when what was refused elsewhere is more than the whole balance', async () => {
       // Regression (migration 0010): a client asking for more than its balance marked the account
       // short, and every instance gave its idle slack back, although no slack could have met it.
-      const {
-        account,
-        key,
-        book: keeper,
-        leased,
-      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      const { account, key, book: keeper, leased } = await slackIn(YUAN, KEEPER);
       const other = await db.open(true);
       expect((await reserveOn(other, account, key, YUAN)).result).toBe('insufficient');
       await expect(
@@ -522,12 +511,7 @@ export function describeLeaseConformance(
     });
 
     it('a kept lease that a peer recovered is not admitted from: its next request is charged', async () => {
-      const {
-        account,
-        key,
-        book: paused,
-        leased,
-      } = await slackIn(YUAN, { idleReturnMs: 30, idleKeepMs: 60_000 });
+      const { account, key, book: paused, leased } = await slackIn(YUAN, KEEPER);
       await sleep(100);
       expect((await admin.getAccount(account.id))?.leasedNano).toBe(leased);
       // Its process paused past the heartbeat's bound: a peer takes its lease back.
