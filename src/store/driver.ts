@@ -7,10 +7,11 @@ export interface Queryable {
   /** Several statements, no parameters (migrations). */
   exec(text: string): Promise<void>;
   /**
-   * Runs `COPY … FROM '/dev/blob'` with `data` as its input (text format). PGlite has it; null
-   * on pg, which would need another package for COPY FROM (decision 0038).
+   * Runs `COPY <into> FROM …` with `data` as its input (text format); `into` is a table and its
+   * column list. PGlite reads the data as a blob (decision 0038), pg as STDIN (pg-copy.ts,
+   * decision 0045). Null where a driver has no COPY.
    */
-  readonly copyFrom: ((text: string, data: string) => Promise<void>) | null;
+  readonly copyFrom: ((into: string, data: string) => Promise<void>) | null;
 }
 
 export interface Driver extends Queryable {

@@ -56,8 +56,8 @@ export interface LeaseBookOptions {
    */
   fullWrite?: number;
   /**
-   * On a driver with COPY, a write of at least this many settlements puts them in by COPY
-   * (decision 0038); a smaller one goes through the batch function. Default COPY_MIN_ROWS.
+   * A write of at least this many settlements puts them in by COPY (decisions 0038 and 0045); a
+   * smaller one goes through the batch function. Default COPY_MIN_ROWS.
    */
   copyMinRows?: number;
 }

@@ -148,20 +148,24 @@ UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
   FROM l WHERE accounts.id = l.account_id
 RETURNING accounts.id, l.amount`;
 
-// The COPY write of settlements (migration 0008, decision 0038), inside the batch's transaction:
-// COPY the usage rows, then the function that drops the rows that may not stay and charges the
-// rest.
-const COPY_SQL = `COPY usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
+// The COPY write of settlements (migrations 0008 and 0011; decisions 0038 and 0045, both stores),
+// inside the batch's transaction: lock the batch's accounts and take the write's time under the
+// locks, COPY the usage rows with that time, then the function that drops the rows that may not
+// stay and charges the rest, its ledger rows with the same time. The time is taken after the
+// locks, as switchyard_write_batch takes it, so ledger time follows balance order per account
+// where several sessions charge one account (0011).
+const COPY_LOCK_SQL = 'SELECT switchyard_lock_for_copy($1::text[]) AS at';
+const COPY_INTO = `usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
   input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot_id,
   priced_at_ms, peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status,
-  latency_ms, upstream_request_id, client_request_id) FROM '/dev/blob'`;
+  latency_ms, upstream_request_id, client_request_id, created_at)`;
 const COPY_SETTLE_SQL = `SELECT r_kind AS kind, r_id AS id, r_amount AS amount
   FROM switchyard_copy_settle($1, $2, $3::jsonb, $4::jsonb, $5::text[], $6::text[], $7::jsonb,
-    $8::text[], $9::int8[], $10::int8[], $11::text[])`;
+    $8::text[], $9::int8[], $10::int8[], $11::text[], $12::timestamptz)`;
 
 async function copySettles(
   tx: Queryable,
-  copyFrom: (text: string, data: string) => Promise<void>,
+  copyFrom: (into: string, data: string) => Promise<void>,
   holderId: string,
   instanceId: string,
   taken: string[],
@@ -171,14 +175,12 @@ async function copySettles(
 ): Promise<WriteRow[]> {
   const ids: string[] = [];
   const persisted: string[] = [];
-  let data = '';
   // Per account, from the same records the rows are made of: the sum, the count of charged rows
   // and the one charged row's id (the ledger row names it when it is alone).
   const sums = new Map<string, { total: Nano; n: number; only: string | null }>();
   for (const s of batch.settles) {
     ids.push(s.requestId);
     if (s.persisted) persisted.push(s.requestId);
-    data += copyRow(s, snapshots.ref(s.priceSnapshot, pending));
     let sum = sums.get(s.accountId);
     if (sum === undefined) sums.set(s.accountId, (sum = { total: 0n, n: 0, only: null }));
     if (s.costNano > 0n) {
@@ -187,7 +189,14 @@ async function copySettles(
       sum.only = s.requestId;
     }
   }
-  await copyFrom(COPY_SQL, data);
+  const accounts = [...sums.keys()];
+  const locked = await tx.query<{ at: string }>(COPY_LOCK_SQL, [accounts]);
+  const at = locked[0]!.at;
+  const atField = `\t${copyText(at)}\n`;
+  let data = '';
+  for (const s of batch.settles)
+    data += copyRow(s, snapshots.ref(s.priceSnapshot, pending), atField);
+  await copyFrom(COPY_INTO, data);
   const totals: string[] = [];
   const counts: number[] = [];
   const only: (string | null)[] = [];
@@ -204,15 +213,19 @@ async function copySettles(
     ids,
     persisted,
     JSON.stringify(batch.opens.map(openRow)),
-    [...sums.keys()],
+    accounts,
     totals,
     counts,
     only,
+    at,
   ]);
 }
 
-/** A settlement as a line of COPY_SQL's input, in its column order. */
-function copyRow(s: SettleRecord, ref: SnapshotRef): string {
+/**
+ * A settlement as a line of the COPY's input, in its column order; `end` is the last field (the
+ * write's time, the same in every row) with its tab before and the line's end.
+ */
+function copyRow(s: SettleRecord, ref: SnapshotRef, end: string): string {
   return `${copyText(s.requestId)}\t${copyText(s.accountId)}\t${copyText(s.keyId)}\t${copyText(
     s.billedModel,
   )}\t${copyText(s.channelId)}\t${copyText(s.endpoint)}\t${s.inputTokens}\t${
@@ -223,7 +236,7 @@ function copyRow(s: SettleRecord, ref: SnapshotRef): string {
     s.costNano
   }\t${s.amountNano}\t${copyBool(s.capped)}\t${copyText(s.status)}\t${copyInt(
     s.httpStatus,
-  )}\t${copyInt(s.latencyMs)}\t${copyText(s.upstreamRequestId)}\t${copyText(s.clientRequestId)}\n`;
+  )}\t${copyInt(s.latencyMs)}\t${copyText(s.upstreamRequestId)}\t${copyText(s.clientRequestId)}${end}`;
 }
 
 /**
@@ -277,16 +290,16 @@ function openRow(o: OpenRecord): unknown[] {
  * batch function, ~1 ms more of PGlite a write, and saves ~8 µs a row: in one PGlite, both paths
  * in turns (scratch `copybench.ts`), 10-row batches cost 3.9 against 3.4 ms, 50-row batches the
  * same, 150-row batches 4.6 against 6.4 ms. The bench's full load writes ~300-400 a batch; a few
- * streams a second write a handful.
+ * streams a second write a handful. Postgres takes the same threshold: below it a write stays one
+ * statement, not four (decision 0045).
  */
 export const COPY_MIN_ROWS = 64;
 
 /**
  * Writes one batch: one call, or a transaction when lease slack goes back too. Σ usage cost =
  * balance change holds by construction: the charge per account is summed from the usage rows
- * actually written. On a driver with COPY (the embedded store), a batch of at least copyMinRows
- * settlements goes in by COPY (decision 0038); a request id already in the log sends the batch
- * through the batch function.
+ * actually written. A batch of at least copyMinRows settlements goes in by COPY (decisions 0038
+ * and 0045); a request id already in the log sends the batch through the batch function.
  */
 export async function writeBatch(
   driver: Driver,

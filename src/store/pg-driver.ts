@@ -4,6 +4,7 @@
 import pg from 'pg';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
+import { copyFromStdin } from './pg-copy.ts';
 
 const INT8_OID = 20;
 
@@ -21,6 +22,7 @@ export interface PgDriverOptions {
   max?: number;
 }
 
+/** Statements on the pool, or on the one client of a transaction. */
 function queryable(client: pg.Pool | pg.PoolClient): Queryable {
   return {
     async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
@@ -30,7 +32,23 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
     async exec(text: string): Promise<void> {
       await client.query(text);
     },
-    copyFrom: null,
+    async copyFrom(into: string, data: string): Promise<void> {
+      // COPY holds one connection from its statement to its end: a pool lends one for it.
+      if (!(client instanceof pg.Pool))
+        return copyFromStdin(client, `COPY ${into} FROM STDIN`, data);
+      const one = await client.connect();
+      let broken: Error | undefined;
+      try {
+        await copyFromStdin(one, `COPY ${into} FROM STDIN`, data);
+      } catch (err) {
+        // The server's own error (pg's DatabaseError, with a severity) leaves the connection
+        // usable; anything else (a socket error) may not, and the pool must drop it.
+        if ((err as { severity?: unknown }).severity === undefined) broken = err as Error;
+        throw err;
+      } finally {
+        one.release(broken);
+      }
+    },
   };
 }
 
@@ -45,7 +63,7 @@ export function createPgDriver(options: PgDriverOptions): Driver {
     kind: 'pg',
     query: base.query,
     exec: base.exec,
-    copyFrom: null,
+    copyFrom: base.copyFrom,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       const client = await pool.connect();
       // A connection whose ROLLBACK failed is in an unknown state: the pool must discard it.

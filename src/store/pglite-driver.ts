@@ -18,8 +18,8 @@ function queryable(db: PGlite | Transaction): Queryable {
     async exec(text: string): Promise<void> {
       await db.exec(text);
     },
-    async copyFrom(text: string, data: string): Promise<void> {
-      await db.query(text, [], { blob: new Blob([data]) });
+    async copyFrom(into: string, data: string): Promise<void> {
+      await db.query(`COPY ${into} FROM '/dev/blob'`, [], { blob: new Blob([data]) });
     },
   };
 }

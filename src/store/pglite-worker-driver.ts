@@ -132,8 +132,8 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
       worker.postMessage({ id, op, text, params } satisfies WorkerRequest);
     });
   };
-  const copyFrom = async (text: string, data: string): Promise<void> => {
-    await send('copy', text, [data]);
+  const copyFrom = async (into: string, data: string): Promise<void> => {
+    await send('copy', `COPY ${into} FROM '/dev/blob'`, [data]);
   };
   const direct: Queryable = {
     async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
@@ -172,7 +172,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     query: <T>(text: string, params?: readonly unknown[]) =>
       exclusive(() => direct.query<T>(text, params)),
     exec: (text: string) => exclusive(() => direct.exec(text)),
-    copyFrom: (text: string, data: string) => exclusive(() => copyFrom(text, data)),
+    copyFrom: (into: string, data: string) => exclusive(() => copyFrom(into, data)),
     transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       return exclusive(async () => {
         await direct.exec('BEGIN');

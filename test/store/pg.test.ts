@@ -71,7 +71,11 @@ if (unreachable === null) {
       },
     };
     describeStoreConformance(`Postgres${leases ? ', leases' : ''}`, harness);
-    if (leases) describeLeaseConformance('Postgres', harness);
+    if (leases) {
+      describeLeaseConformance('Postgres', harness);
+      // Every settlement by COPY (decision 0045), not only batches of COPY_MIN_ROWS and more.
+      describeLeaseConformance('Postgres, every write by COPY', harness, { copyMinRows: 1 });
+    }
   }
 } else if (process.env.CI) {
   describe('store (Postgres)', () => {
