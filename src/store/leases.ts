@@ -149,12 +149,13 @@ UPDATE accounts SET reserved_nano = accounts.reserved_nano - l.amount
 RETURNING accounts.id, l.amount`;
 
 // The COPY write of settlements (migrations 0008 and 0011; decisions 0038 and 0045, both stores),
-// inside the batch's transaction: lock the batch's accounts and take the write's time under the
-// locks, COPY the usage rows with that time, then the function that drops the rows that may not
-// stay and charges the rest, its ledger rows with the same time. The time is taken after the
-// locks, as switchyard_write_batch takes it, so ledger time follows balance order per account
-// where several sessions charge one account (0011).
-const COPY_LOCK_SQL = 'SELECT switchyard_lock_for_copy($1::text[]) AS at';
+// inside the batch's transaction: lock the open records it takes back and the batch's accounts,
+// in the order every other writer locks them, and take the write's time under the locks; COPY the
+// usage rows with that time; then the function that drops the rows that may not stay and charges
+// the rest, its ledger rows with the same time. A time taken after the locks, as
+// switchyard_write_batch takes it, keeps ledger time in balance order per account where several
+// sessions charge one account (0011).
+const COPY_LOCK_SQL = 'SELECT switchyard_lock_for_copy($1::text[], $2::text[]) AS at';
 const COPY_INTO = `usage_log (request_id, account_id, key_id, model, channel_id, endpoint,
   input_tokens, cache_hit_tokens, output_tokens, reasoning_tokens, estimated, price_snapshot_id,
   priced_at_ms, peak_applied, campaign_id, cost_nano, reserved_nano, capped, status, http_status,
@@ -189,14 +190,14 @@ async function copySettles(
       sum.only = s.requestId;
     }
   }
+  // The rows are made before the locks are taken, so the accounts stay locked no longer than the
+  // statements take; each ends with the write's time, known only once they are held.
+  const rows = batch.settles.map((s) => copyRow(s, snapshots.ref(s.priceSnapshot, pending)));
   const accounts = [...sums.keys()];
-  const locked = await tx.query<{ at: string }>(COPY_LOCK_SQL, [accounts]);
+  const locked = await tx.query<{ at: string }>(COPY_LOCK_SQL, [accounts, taken]);
   const at = locked[0]!.at;
-  const atField = `\t${copyText(at)}\n`;
-  let data = '';
-  for (const s of batch.settles)
-    data += copyRow(s, snapshots.ref(s.priceSnapshot, pending), atField);
-  await copyFrom(COPY_INTO, data);
+  const end = `\t${copyText(at)}\n`;
+  await copyFrom(COPY_INTO, rows.join(end) + end);
   const totals: string[] = [];
   const counts: number[] = [];
   const only: (string | null)[] = [];
@@ -222,10 +223,10 @@ async function copySettles(
 }
 
 /**
- * A settlement as a line of the COPY's input, in its column order; `end` is the last field (the
- * write's time, the same in every row) with its tab before and the line's end.
+ * A settlement as a line of the COPY's input, in its column order, without its last field (the
+ * write's time, the same in every row) and the line's end.
  */
-function copyRow(s: SettleRecord, ref: SnapshotRef, end: string): string {
+function copyRow(s: SettleRecord, ref: SnapshotRef): string {
   return `${copyText(s.requestId)}\t${copyText(s.accountId)}\t${copyText(s.keyId)}\t${copyText(
     s.billedModel,
   )}\t${copyText(s.channelId)}\t${copyText(s.endpoint)}\t${s.inputTokens}\t${
@@ -236,7 +237,7 @@ function copyRow(s: SettleRecord, ref: SnapshotRef, end: string): string {
     s.costNano
   }\t${s.amountNano}\t${copyBool(s.capped)}\t${copyText(s.status)}\t${copyInt(
     s.httpStatus,
-  )}\t${copyInt(s.latencyMs)}\t${copyText(s.upstreamRequestId)}\t${copyText(s.clientRequestId)}${end}`;
+  )}\t${copyInt(s.latencyMs)}\t${copyText(s.upstreamRequestId)}\t${copyText(s.clientRequestId)}`;
 }
 
 /**

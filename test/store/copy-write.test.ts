@@ -54,7 +54,8 @@ const postgres: Backend = {
     const schema = `sy_copy_${randomBase62(10).toLowerCase()}`;
     await pgAdmin(`CREATE SCHEMA ${schema}`);
     const driver = createPgDriver({
-      url: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      // The schema's name as the application's, so a test finds its own sessions' lock waits.
+      url: `${PG_URL}?application_name=${schema}&options=${encodeURIComponent(`-c search_path=${schema}`)}`,
     });
     return {
       driver,
@@ -392,6 +393,22 @@ const unreachable = await pgAdmin('SELECT 1').then(
 if (unreachable === null) {
   describeCopyWrite(postgres);
   describe('the COPY write of settlements (Postgres, two sessions)', () => {
+    /** Until a session of this test's pool waits for a lock in switchyard_lock_for_copy. */
+    async function untilTheWriteWaits(tx: Queryable): Promise<void> {
+      for (let i = 0; i < 500; i++) {
+        // A transaction sees one snapshot of the activity view unless it asks for a new one.
+        await tx.query('SELECT pg_stat_clear_snapshot()');
+        const waiting = await tx.query<{ n: bigint }>(
+          `SELECT count(*)::int8 AS n FROM pg_stat_activity
+            WHERE application_name = current_setting('application_name')
+              AND wait_event_type = 'Lock' AND query LIKE '%switchyard_lock_for_copy%'`,
+        );
+        if (waiting[0]!.n > 0n) return;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error('the write never waited in switchyard_lock_for_copy');
+    }
+
     it('dates a write that began first but locked second after the charge it follows', async () => {
       const w = await world(postgres, true);
       const rich = w.accounts.rich;
@@ -408,16 +425,7 @@ if (unreachable === null) {
           new PriceSnapshotCatalog(),
           1,
         );
-        for (let i = 0; i < 500; i++) {
-          // A transaction sees one snapshot of the activity view unless it asks for a new one.
-          await tx.query('SELECT pg_stat_clear_snapshot()');
-          const waiting = await tx.query<{ n: bigint }>(
-            `SELECT count(*)::int8 AS n FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-          );
-          if (waiting[0]!.n > 0n) break;
-          await new Promise((r) => setTimeout(r, 10));
-        }
+        await untilTheWriteWaits(tx);
         // That session's charge, dated after the write began (as an adjustment dates it).
         await tx.query('UPDATE accounts SET balance_nano = balance_nano + 7 WHERE id = $1', [rich]);
         await tx.query(
@@ -450,6 +458,48 @@ if (unreachable === null) {
         [rich],
       );
       expect(usage).toEqual([{ at: ledger[2]!.at }]);
+    });
+
+    it('waits for an open record recovery holds before it locks the account: no deadlock', async () => {
+      const w = await world(postgres, true);
+      const settles = [
+        settle(w, 'rich', 100n, { persisted: true, mayHaveRecord: true }),
+        settle(w, 'rich', 200n),
+      ];
+      // The first request's open record was written down.
+      await writeBatch(
+        w.driver,
+        HOLDER,
+        INSTANCE,
+        { settles: [], releases: [], opens: [settles[0]!], shrinks: [] },
+        new PriceSnapshotCatalog(),
+      );
+      let writing: Promise<BatchResult> | null = null;
+      // Recovery's order (reservations.ts): the open record first, then the account.
+      await w.driver.transaction(async (tx) => {
+        const held = await tx.query(
+          'SELECT 1 FROM reservations WHERE request_id = $1 FOR UPDATE SKIP LOCKED',
+          [settles[0]!.requestId],
+        );
+        expect(held).toHaveLength(1);
+        writing = writeBatch(
+          w.driver,
+          HOLDER,
+          INSTANCE,
+          batch(settles),
+          new PriceSnapshotCatalog(),
+          1,
+        );
+        await untilTheWriteWaits(tx);
+        // A writer holding the account while it waited for the record would deadlock here.
+        await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [w.accounts.rich]);
+        await tx.query('DELETE FROM reservations WHERE request_id = $1', [settles[0]!.requestId]);
+      });
+      const result = await writing!;
+      expect(w.copies).toBe(1);
+      // Recovery took the first request back; the second is charged.
+      expect([...result.recovered]).toEqual([settles[0]!.requestId]);
+      expect((await w.store.getAccount(w.accounts.rich))!.balanceNano).toBe(10n * YUAN - 200n);
     });
   });
 } else if (process.env.CI) {

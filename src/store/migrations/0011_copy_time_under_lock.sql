@@ -5,20 +5,26 @@
 -- row before a row whose balance it follows, and a statement window cut between the two would not
 -- reconcile (0001's ledger comment, 0007).
 --
--- Now the writer locks the batch's accounts first and takes the time under the locks, in a
--- statement of its own (switchyard_lock_for_copy), then COPYs the usage rows with that time in
--- created_at, then settles with the same time for the ledger rows (the 12-argument
--- switchyard_copy_settle below, 0008's with p_at in place of now()). 0008's function stays for an
--- instance of the previous version still running beside this one during a rollout.
+-- Now the writer locks first and takes the time under the locks, in a statement of its own
+-- (switchyard_lock_for_copy), then COPYs the usage rows with that time in created_at, then
+-- settles with the same time for the ledger rows (the 12-argument switchyard_copy_settle below,
+-- 0008's with p_at in place of now()). 0008's function stays, unused by this version.
 
--- Locks the accounts (in id order, as every writer does) and returns the time after the locks,
--- as text so the writer sends it back exactly (a JavaScript Date keeps milliseconds only).
-CREATE FUNCTION switchyard_lock_for_copy(p_accounts text[])
+-- Locks what the write will change, in the order the other writers lock it: first the open
+-- records it takes back (switchyard_write_batch deletes them before it locks accounts, and
+-- recovery locks them with SKIP LOCKED before it locks accounts, so a writer that held an account
+-- while it waited for an open record recovery held would deadlock with it), then the accounts in
+-- id order. Returns the time after the locks as UTC text with microseconds, the same whatever the
+-- session's DateStyle and TimeZone, so the writer sends it back exactly (a JavaScript Date keeps
+-- milliseconds only).
+CREATE FUNCTION switchyard_lock_for_copy(p_accounts text[], p_taken text[])
 RETURNS text
 LANGUAGE plpgsql AS $fn$
 BEGIN
+  PERFORM 1 FROM reservations WHERE request_id = ANY (p_taken) AND leased
+    ORDER BY request_id FOR UPDATE;
   PERFORM 1 FROM accounts WHERE id = ANY (p_accounts) ORDER BY id FOR UPDATE;
-  RETURN clock_timestamp()::text;
+  RETURN to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00';
 END
 $fn$;
 
