@@ -5,7 +5,6 @@
 // back, an open record a peer recovered, a request id already in the log (COPY fails on it and
 // the batch goes through the function), and text COPY must escape.
 
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Driver, Queryable } from '../../src/store/driver.ts';
 import { randomBase62 } from '../../src/store/ids.ts';
@@ -17,6 +16,7 @@ import { PriceSnapshotCatalog } from '../../src/store/price-snapshots.ts';
 import { SqlStore } from '../../src/store/sql-store.ts';
 import type { UsageRecord } from '../../src/store/store.ts';
 import { YUAN } from './conformance.ts';
+import { PG_URL, pgAdmin, pgUnreachable } from './pg-server.ts';
 
 const HOLDER = 'holder-copy-test';
 const INSTANCE = 'instance-copy-test';
@@ -25,18 +25,6 @@ const INSTANCE = 'instance-copy-test';
 interface Backend {
   name: string;
   open(): Promise<{ driver: Driver; dispose: () => Promise<void> }>;
-}
-
-const PG_URL = process.env.SWITCHYARD_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function pgAdmin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query(sql);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
 }
 
 const embedded: Backend = {
@@ -386,10 +374,7 @@ function describeCopyWrite(backend: Backend): void {
 
 describeCopyWrite(embedded);
 
-const unreachable = await pgAdmin('SELECT 1').then(
-  () => null,
-  (err: unknown) => (err instanceof Error ? err.message : String(err)),
-);
+const unreachable = await pgUnreachable();
 if (unreachable === null) {
   describeCopyWrite(postgres);
   describe('the COPY write of settlements (Postgres, two sessions)', () => {

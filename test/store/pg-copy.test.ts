@@ -2,28 +2,13 @@
 // rows go in as text COPY reads them, a server error rejects with its SQLSTATE, and the
 // connection it ran on serves the next statement, on the pool and inside a transaction.
 
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
 import { randomBase62 } from '../../src/store/ids.ts';
 import { createPgDriver } from '../../src/store/pg-driver.ts';
+import { PG_URL, pgAdmin, pgUnreachable } from './pg-server.ts';
 
-const PG_URL = process.env.SWITCHYARD_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query(sql);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-const unreachable = await admin('SELECT 1').then(
-  () => null,
-  (err: unknown) => (err instanceof Error ? err.message : String(err)),
-);
+const unreachable = await pgUnreachable();
 
 if (unreachable === null) {
   describe('COPY FROM STDIN (Postgres driver)', () => {
@@ -31,7 +16,7 @@ if (unreachable === null) {
     let driver: Driver;
 
     beforeAll(async () => {
-      await admin(`CREATE SCHEMA ${schema}`);
+      await pgAdmin(`CREATE SCHEMA ${schema}`);
       // Two connections, so a connection a failed COPY broke would soon be handed out again.
       driver = createPgDriver({
         url: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
@@ -41,7 +26,7 @@ if (unreachable === null) {
     });
     afterAll(async () => {
       await driver.close();
-      await admin(`DROP SCHEMA ${schema} CASCADE`);
+      await pgAdmin(`DROP SCHEMA ${schema} CASCADE`);
     });
 
     it('writes text-format rows, nulls and escapes included', async () => {
