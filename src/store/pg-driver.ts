@@ -33,13 +33,13 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
       await client.query(text);
     },
     async copyFrom(into: string, data: string): Promise<void> {
+      const text = `COPY ${into} FROM STDIN`;
       // COPY holds one connection from its statement to its end: a pool lends one for it.
-      if (!(client instanceof pg.Pool))
-        return copyFromStdin(client, `COPY ${into} FROM STDIN`, data);
+      if (!(client instanceof pg.Pool)) return copyFromStdin(client, text, data);
       const one = await client.connect();
       let broken: Error | undefined;
       try {
-        await copyFromStdin(one, `COPY ${into} FROM STDIN`, data);
+        await copyFromStdin(one, text, data);
       } catch (err) {
         // The server's own error (pg's DatabaseError, with a severity) leaves the connection
         // usable; anything else (a socket error) may not, and the pool must drop it.

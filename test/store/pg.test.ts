@@ -2,7 +2,6 @@
 // (sy_test_<random>) selected through search_path, dropped afterwards.
 // Without a reachable server the suite is skipped locally and fails under CI.
 
-import pg from 'pg';
 import { describe, it } from 'vitest';
 import { randomBase62 } from '../../src/store/ids.ts';
 import { openStore } from '../../src/store/open-store.ts';
@@ -10,33 +9,9 @@ import type { SqlStore } from '../../src/store/sql-store.ts';
 import type { StoreHarness } from './conformance.ts';
 import { describeStoreConformance } from './conformance.ts';
 import { describeLeaseConformance } from './lease-conformance.ts';
+import { PG_URL, pgAdmin, pgUnreachable } from './pg-server.ts';
 
-const BASE_URL = process.env.SWITCHYARD_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-async function reachable(): Promise<string | null> {
-  const client = new pg.Client({ connectionString: BASE_URL, connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    await client.query('SELECT 1');
-    return null;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: BASE_URL });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
-
-const unreachable = await reachable();
+const unreachable = await pgUnreachable();
 
 if (unreachable === null) {
   const schemas: string[] = [];
@@ -46,9 +21,9 @@ if (unreachable === null) {
     const harness: StoreHarness = {
       async createDatabase() {
         const schema = `sy_test_${randomBase62(10).toLowerCase()}`;
-        await admin((c) => c.query(`CREATE SCHEMA ${schema}`));
+        await pgAdmin(`CREATE SCHEMA ${schema}`);
         schemas.push(schema);
-        const url = `${BASE_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+        const url = `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
         return {
           async open(override) {
             const store = await openStore({
@@ -65,9 +40,7 @@ if (unreachable === null) {
       async dispose() {
         for (const store of stores.splice(0)) await store.close();
         const dropped = schemas.splice(0);
-        await admin(async (c) => {
-          for (const schema of dropped) await c.query(`DROP SCHEMA ${schema} CASCADE`);
-        });
+        if (dropped.length > 0) await pgAdmin(`DROP SCHEMA ${dropped.join(', ')} CASCADE`);
       },
     };
     describeStoreConformance(`Postgres${leases ? ', leases' : ''}`, harness);
@@ -80,11 +53,11 @@ if (unreachable === null) {
 } else if (process.env.CI) {
   describe('store (Postgres)', () => {
     it('needs a reachable Postgres under CI', () => {
-      throw new Error(`Postgres at ${BASE_URL} is unreachable: ${unreachable}`);
+      throw new Error(`Postgres at ${PG_URL} is unreachable: ${unreachable}`);
     });
   });
 } else {
-  console.warn(`[test] Postgres at ${BASE_URL} unreachable (${unreachable}); store suite skipped`);
+  console.warn(`[test] Postgres at ${PG_URL} unreachable (${unreachable}); store suite skipped`);
   describe.skip('store (Postgres): server unreachable', () => {
     it('runs the conformance suite', () => undefined);
   });

@@ -8,7 +8,8 @@
 -- Now the writer locks first and takes the time under the locks, in a statement of its own
 -- (switchyard_lock_for_copy), then COPYs the usage rows with that time in created_at, then
 -- settles with the same time for the ledger rows (the 12-argument switchyard_copy_settle below,
--- 0008's with p_at in place of now()). 0008's function stays, unused by this version.
+-- 0008's with p_at in place of now()). 0008's function stays: an earlier release may run against
+-- this schema (migrate.ts leaves newer migrations alone), and on the embedded store it calls it.
 
 -- Locks what the write will change, in the order the other writers lock it: first the open
 -- records it takes back (switchyard_write_batch deletes them before it locks accounts, and
