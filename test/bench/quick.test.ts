@@ -72,6 +72,7 @@ describe('npm run bench:quick', () => {
       const os = r.memory.openStreams[side];
       expect(os?.opened, side).toBe(os?.streams);
       expect(os?.rssOpenMB, side).toBeGreaterThan(0);
+      expect(os?.rssOpenMaxMB, side).toBeGreaterThanOrEqual(os?.rssOpenMB ?? Infinity);
     }
     expect(r.config.compileColdMs).toBeGreaterThan(0);
     expect(r.config.tableHeapBytes).toBeGreaterThan(0);
