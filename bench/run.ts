@@ -512,9 +512,10 @@ async function main(): Promise<void> {
       // (session 33, smaps read from outside). So RSS is read every 500 ms while every stream is
       // surely still open (the first ends slowMs after the hold began), and the goal is judged on
       // the highest reading.
+      const lastSampleBy = heldAt + slowMs - OPEN_SAMPLE_MS;
       let rssOpenMaxMB = open.rssMB;
       let openSamples = 1;
-      while (performance.now() + OPEN_SAMPLE_MS < heldAt + slowMs - OPEN_SAMPLE_MS) {
+      while (performance.now() + OPEN_SAMPLE_MS < lastSampleBy) {
         await sleep(OPEN_SAMPLE_MS);
         rssOpenMaxMB = Math.max(rssOpenMaxMB, (await memorySample(c, 0, false)).rssMB);
         openSamples++;
