@@ -224,7 +224,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
                 pauseMs: Math.round(t.pauseMs),
                 allocatorReleased: t.allocatorReleased,
               },
-              'idle after a burst: memory returned',
+              'idle after a burst or start-up: memory returned',
             );
           },
         );

@@ -13,7 +13,7 @@ export type AllocatorTrimLoad =
 
 const ADDON = fileURLToPath(new URL('../../native/build/malloc-trim.node', import.meta.url));
 
-/** Loads the addon once; where it is missing or cannot load, says why (the gateway runs without). */
+/** Loads the addon (require caches it); where it is missing or cannot load, says why. */
 export function loadAllocatorTrim(): AllocatorTrimLoad {
   if (process.platform !== 'linux') {
     return { trim: null, reason: `glibc only, this is ${process.platform}` };

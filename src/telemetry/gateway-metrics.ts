@@ -130,7 +130,7 @@ export function createGatewayMetrics(): GatewayMetrics {
 
   const memoryTrims = r.counter(
     'switchyard_memory_trims_total',
-    'Memory-reducing collections run once the event loop was idle after a burst.',
+    'Memory-reducing collections run once the event loop was idle after a burst or start-up.',
     [],
   );
   const memoryTrimSeconds = r.counter(
