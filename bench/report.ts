@@ -131,6 +131,11 @@ function pace(r: BenchResults): string {
 function rows(r: BenchResults): Row[] {
   const t = (s: SideId) => r.throughput[s] ?? null;
   const l = (s: SideId) => r.latency.results[s] ?? null;
+  /** A figure over one side's slices' p99s; null where there were none (an older result). */
+  const slices = (s: SideId, of: (v: number[]) => number): number | null => {
+    const v = l(s)?.sliceP99Ms ?? [];
+    return v.length > 0 ? of(v) : null;
+  };
   const st = (s: SideId) => r.stream[s] ?? null;
   const ps = (s: SideId) => r.pacedStream?.[s] ?? null;
   const c = r.params.concurrency;
@@ -163,6 +168,20 @@ function rows(r: BenchResults): Row[] {
       unit: 'ms',
       digits: 3,
       value: (s) => l(s)?.latency.max ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `non-stream latency @${rate}/s p99, median of the slices'`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => slices(s, median),
+      compare: 'diff',
+    },
+    {
+      label: `non-stream latency @${rate}/s p99, highest slice's`,
+      unit: 'ms',
+      digits: 3,
+      value: (s) => slices(s, (v) => Math.max(...v)),
       compare: 'diff',
     },
     {

@@ -46,6 +46,10 @@ describe('npm run bench:quick', () => {
       expect(r.throughput[side]?.rps, side).toBeGreaterThan(0);
       expect(r.latency.results[side]?.latency.p50, side).toBeGreaterThan(0);
       expect(r.latency.results[side]?.latency.p99, side).toBeGreaterThan(0);
+      // Each slice's own p99, so a pooled tail can be placed in its turn.
+      const sliceP99s = r.latency.results[side]?.sliceP99Ms ?? [];
+      expect(sliceP99s.length, side).toBe(r.params.latencySlices);
+      expect(Math.max(...sliceP99s), side).toBeGreaterThan(0);
       // The host-stall canary woke during each side's slices (lateness itself may be 0).
       expect(r.latency.hostStall[side]?.samples, side).toBeGreaterThan(0);
       expect(r.stream[side]?.ttft.p50, side).toBeGreaterThan(0);
