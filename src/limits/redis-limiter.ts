@@ -826,7 +826,8 @@ export class RedisLimiter implements Limiter {
    * Ends blocks past their lease and returns what they did not hand out; asks ahead for the next
    * block of an entry still in use whose block would end before the next sweep (requests that
    * come in waves, as 8 streams started together do, may find no block at all otherwise: each
-   * wave waited for a script call, and all of it for the same reply); forgets idle entries.
+   * wave waited for a script call, and all of it for the same reply); forgets idle entries
+   * once they no longer remember being hot (decision 0047).
    */
   private sweep(): void {
     const now = performance.now();
@@ -839,16 +840,14 @@ export class RedisLimiter implements Limiter {
       const block = b.newest();
       if (block !== null && b.calledWithin(this.demandMs(block), now))
         this.askAhead(bucket, b.limit, b, null, null, now, horizon);
-      if (b.blocks.length === 0 && b.pending === null && now - b.lastCallAt > idleAfter)
-        this.buckets.delete(bucket);
+      if (idle(b, now, idleAfter)) this.buckets.delete(bucket);
     }
     for (const [channelId, c] of this.channels) {
       if (c.blocks.length > 0) this.endSlotBlocks(channelId, c, now);
       const newest = c.newest();
       if (newest !== null && c.asked !== null && c.calledWithin(this.demandMs(newest), now))
         this.askAhead(null, 0, null, c.asked, c, now, horizon);
-      if (c.blocks.length === 0 && c.pending === null && now - c.lastCallAt > idleAfter)
-        this.channels.delete(channelId);
+      if (idle(c, now, idleAfter)) this.channels.delete(channelId);
     }
     void this.flushReturns();
     if (this.buckets.size === 0 && this.channels.size === 0 && this.returns.size === 0) {
@@ -908,6 +907,23 @@ function rpmBlock(
     remainingAtGrant,
     resetAt: sentAt + resetMs,
   };
+}
+
+/**
+ * An entry the sweep forgets: no block and none on its way, no call for `idleAfter`, and no
+ * demand it still remembers (WAKE_MS, decision 0047).
+ */
+function idle(
+  entry: { readonly blocks: readonly unknown[] } & Demand,
+  now: number,
+  idleAfter: number,
+): boolean {
+  return (
+    entry.blocks.length === 0 &&
+    entry.pending === null &&
+    now - entry.lastCallAt > idleAfter &&
+    !entry.remembers(now)
+  );
 }
 
 function integer(reply: unknown): number {

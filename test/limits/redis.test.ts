@@ -260,6 +260,30 @@ function onAhead(
     await limiter.close();
   });
 
+  it('after an idle spell, the first call to a bucket and channel that were hot brings a block for the calls behind it (one script call, not one a call until hot)', async () => {
+    const prefix = `${RUN_PREFIX}blocks-wake:`;
+    const limiter = await limiterAt(prefix, { windowMs: 60_000 });
+    const slot = { channelId: 'wake-ch', capacity: 1_000, ttlMs: 60_000 };
+    const once = async (): Promise<void> => {
+      const r = await limiter.hitRpmAndAcquire('rpm:m:acct:wake', 1_000_000, slot);
+      expect(r.rpm.allowed).toBe(true);
+      expect(typeof r.slot).toBe('object');
+      await limiter.releaseSlot(r.slot as SlotLease);
+    };
+    await inWaves(200, 20, once);
+    // Past two long periods (2 s): neither hot nor warm, and its blocks long gone back.
+    await sleep(2_500);
+    const before = limiter.counts.calls;
+    for (let i = 0; i < 8; i++) await once();
+    // Before decision 0047: 4 calls, one for each of the first requests until four made it hot.
+    expect(limiter.counts.calls - before).toBe(1);
+    // What the wake-up block did not hand out goes back when its lease ends.
+    await sleep(GIVE_BACK_MS);
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:wake`)).toBe(208);
+    expect(await admin!.zcard(`${prefix}slots:wake-ch`)).toBe(0);
+    await limiter.close();
+  });
+
   it('dates every hit of a block asked ahead at grant + lease, and asks ahead for nothing when fewer than 2 fit', async () => {
     const prefix = `${RUN_PREFIX}blocks-ahead-script:`;
     const limiter = await limiterAt(prefix);
