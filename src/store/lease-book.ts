@@ -42,7 +42,9 @@ export interface LeaseBookOptions {
   growFactor?: bigint;
   /**
    * Writes start at least this far apart (a write due sooner waits), so a steady stream of
-   * answers is written in a few larger batches instead of one small batch per loop turn.
+   * answers is written in a few larger batches instead of one small batch per loop turn; and a
+   * write that is not full starts no sooner than this after its first outcome came, so the
+   * first write after a quiet spell takes the burst's first outcomes together (decision 0048).
    */
   minWriteGapMs?: number;
   /**
@@ -402,18 +404,28 @@ export class LeaseBook {
   private schedule(): void {
     if (this.queued || this.retryTimer !== null) return;
     this.queued = true;
+    const queuedAt = performance.now();
     const run = (): void => {
       // A small batch waits for more, up to maxWriteGapMs after the last write (decision 0026):
       // a write costs PGlite ~1.5-2 ms of CPU whatever its size, and at 8 concurrent streams
-      // (~60 a second) writes 50 ms apart carried ~4 outcomes each. The first outcome after
-      // a quiet spell is written at once: the last write is long past.
-      const sinceLast = performance.now() - this.lastWriteAt;
+      // (~60 a second) writes 50 ms apart carried ~4 outcomes each. And at least minWriteGapMs
+      // after its first outcome came (decision 0048): the first outcome after a quiet spell was
+      // written at once, so a burst's first write ran among its first requests (on Postgres, a
+      // round trip and the server's CPU on this 2-core host) and carried one or two outcomes.
+      const now = performance.now();
+      const sinceLast = now - this.lastWriteAt;
+      const waited = now - queuedAt;
       if (
         !this.closed &&
-        sinceLast < this.maxWriteGapMs &&
+        (sinceLast < this.maxWriteGapMs || waited < this.minWriteGapMs) &&
         this.settles.length + this.releases.length < this.fullWrite
       ) {
-        setTimeout(run, Math.min(this.minWriteGapMs, this.maxWriteGapMs - sinceLast));
+        setTimeout(
+          run,
+          sinceLast < this.maxWriteGapMs
+            ? Math.min(this.minWriteGapMs, this.maxWriteGapMs - sinceLast)
+            : this.minWriteGapMs - waited,
+        );
         return;
       }
       void this.onChain(() => {
@@ -430,7 +442,7 @@ export class LeaseBook {
     // instead of 10 cut PGlite's CPU per request by ~23% (batches of ~90 instead of ~35). 50 ms
     // instead of 25 (decision 0021): whole-gateway CPU per request -4 to -18% at c=32, and -13%
     // per stream at 8 concurrent streams, where each write carried only a few outcomes.
-    const wait = this.lastWriteAt + this.minWriteGapMs - performance.now();
+    const wait = this.lastWriteAt + this.minWriteGapMs - queuedAt;
     if (wait <= 0) setImmediate(run);
     else setTimeout(run, wait);
   }

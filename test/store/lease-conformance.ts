@@ -603,6 +603,26 @@ export function describeLeaseConformance(
       expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 1000n);
     });
 
+    it('the first outcome after a quiet spell waits minWriteGapMs for the outcomes behind it, and they go in one write', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open({ minWriteGapMs: 150, maxWriteGapMs: 200, fullWrite: 1024 });
+      const [a, b] = await Promise.all(
+        Array.from({ length: 2 }, () => reserveOn(store, account, key, 10_000n)),
+      );
+      const usageRows = async (): Promise<number> =>
+        (await admin.driver.query('SELECT 1 FROM usage_log WHERE account_id = $1', [account.id]))
+          .length;
+      const first = store.settle(a!.id, outcome(100n));
+      await sleep(40);
+      // Before decision 0048 the first was written at once, alone.
+      expect(await usageRows()).toBe(0);
+      const second = store.settle(b!.id, outcome(200n));
+      const results = await Promise.all([first, second]);
+      expect(results.every((r) => r.result === 'settled')).toBe(true);
+      expect(await usageRows()).toBe(2);
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN - 300n);
+    });
+
     it('charges every request a caller sent with one x-request-id and finds its rows by it', async () => {
       // Regression: the caller's id was the usage row's key, so a second request sent with the
       // same id got no usage row and was never charged (decision 0036). Both paths: the lease
