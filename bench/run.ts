@@ -96,6 +96,7 @@ const P = quick
       configReloads: 1,
       limitsOps: 2000,
       storeOps: 100,
+      turnGapMs: 0,
     }
   : {
       concurrency: 32,
@@ -167,6 +168,9 @@ const P = quick
       configReloads: 3,
       limitsOps: 20_000,
       storeOps: 2000,
+      // Quiet time before every interleaved turn (see `between`): 400 ms as in bench:ab, ~2 min a
+      // run over its ~320 turns.
+      turnGapMs: 400,
     };
 
 const MB = 1024 * 1024;
@@ -269,10 +273,16 @@ async function main(): Promise<void> {
     children.push(upstream);
     // Before every turn of the interleaved sections: the garbage of the two processes every side
     // shares goes first, so the side after the fastest one does not pay for it (decision 0008,
-    // session 8 addendum).
+    // session 8 addendum); then a quiet gap longer than a gateway's write-behind (settlements are
+    // written up to 200 ms after they come, plus the write), so that work and Postgres's part in it
+    // finish outside every turn. Without it, in both full runs of session 35, the bare proxy's
+    // turns right after the Postgres+Redis gateway's read p99s of 23.1 and 27.8 ms at the median
+    // against 12.7 and 11.6 after the direct call's (decision 0008, session 35 addendum; bench:ab
+    // has had the same gap since session 26).
     const between = async (): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
+      if (P.turnGapMs > 0) await sleep(P.turnGapMs);
     };
     const gatewayArgs = (pgUrl: string | null, redisUrl: string | null): GatewayArgs => ({
       upstream: upstream.url,
