@@ -24,9 +24,10 @@ export const WARM_LEASES = 5;
  * How long an entry remembers the block it asked for when last hot, through an idle spell
  * (decision 0047). An idle spell of two long periods (2 s) leaves it cold: without this the first
  * calls after it went to Redis one at a time until four made it hot again, and every call that
- * came meanwhile waited behind them (4 round trips in a row at each of the benchmark's turns, the
- * first requests 1.7-2.4 ms at p50 against 1.1-1.2 with one). Now the first call after the spell
- * asks for that block, and the calls behind it wait for the one reply.
+ * came meanwhile waited behind them (4 round trips in a row at each of the benchmark's turns; with
+ * one, and decision 0048, a turn's first 10 requests read 0.72-0.89 ms at p50 against 1.02-1.39
+ * on a slow host). Now the first call after the spell asks for that block, and the calls behind
+ * it wait for the one reply.
  */
 export const WAKE_MS = 10_000;
 
