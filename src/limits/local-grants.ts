@@ -101,7 +101,7 @@ export class Demand {
   want(now: number): number {
     if (this.hot(now)) return this.hotWant();
     if (this.warm(now)) return this.warmWant();
-    return now >= this.exactUntil && now - this.hotAt < WAKE_MS ? this.wakeWant : 1;
+    return now >= this.exactUntil && this.remembers(now) ? this.wakeWant : 1;
   }
 
   /** Whether the entry is worth keeping though idle: it still remembers being hot. */

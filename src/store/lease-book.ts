@@ -420,11 +420,13 @@ export class LeaseBook {
         (sinceLast < this.maxWriteGapMs || waited < this.minWriteGapMs) &&
         this.settles.length + this.releases.length < this.fullWrite
       ) {
+        // Looks again at most minWriteGapMs later: a write that fills meanwhile goes then.
         setTimeout(
           run,
-          sinceLast < this.maxWriteGapMs
-            ? Math.min(this.minWriteGapMs, this.maxWriteGapMs - sinceLast)
-            : this.minWriteGapMs - waited,
+          Math.min(
+            this.minWriteGapMs,
+            Math.max(this.maxWriteGapMs - sinceLast, this.minWriteGapMs - waited),
+          ),
         );
         return;
       }
