@@ -252,6 +252,8 @@ export class RedisLimiter implements Limiter {
     const [allowed, remaining, resetMs, rpmGrant, expiresAtMs, slotGrant, held] = reply.map(
       integer,
     ) as [number, number, number, number, number, number, number];
+    if (b !== null && bucket !== null) b.roomy = roomyBucket(remaining, limit);
+    if (c !== null && slot !== null) c.roomy = roomyChannel(held, slot.capacity);
     const rpm: RpmResult =
       bucket === null
         ? NO_RPM
@@ -385,6 +387,7 @@ export class RedisLimiter implements Limiter {
       number,
     ];
     if (b !== null && bucket !== null) {
+      b.roomy = roomyBucket(remaining, limit);
       const block = rpmBlock(limit, rpmC0, 0, rpmGrant, sentAt, leaseMs, remaining, resetMs);
       // Not granted: the limit is near, so calls go to Redis alone for a lease period.
       if (rpmGrant < 2) b.exactUntil = performance.now() + this.leaseMs;
@@ -392,6 +395,7 @@ export class RedisLimiter implements Limiter {
       else b.blocks.push(block);
     }
     if (c !== null && slot !== null) {
+      c.roomy = roomyChannel(held, slot.capacity);
       // Past half the channel, the slots this process holds unused go back now (as in remote();
       // the new block stays: the script granted it within half).
       if ((held * 2 >= slot.capacity && c.blocks.length > 0) || this.closed) {
@@ -412,8 +416,8 @@ export class RedisLimiter implements Limiter {
   /**
    * One HIT_AND_TAKE script call, for the hits (`hits` null: none) and the slot (null: none):
    * reserves the counters of the members it may grant and picks the lease, longer when a block
-   * is asked for a warm bucket or channel (WARM_LEASES, local-grants.ts); both blocks of one call
-   * share it. `ahead` 1: a block asked for ahead of need (the script counts no hit at now).
+   * is asked for a warm or a roomy bucket or channel (WARM_LEASES, ROOMY_LEASES, local-grants.ts);
+   * both blocks of one call share it (sharedLeases). `ahead` 1: a block asked for ahead of need (the script counts no hit at now).
    */
   private send(
     hits: { bucket: string; limit: number; want: number; b: BucketGrants | null } | null,
@@ -423,10 +427,12 @@ export class RedisLimiter implements Limiter {
   ): { reply: Promise<unknown>; rpmC0: number; slotC0: number; leaseMs: number } {
     const rpmC0 = this.reserve(hits?.want ?? 0);
     const slotC0 = this.reserve(slots?.want ?? 0);
-    const warm =
-      (hits !== null && hits.want > 1 && hits.b !== null && hits.b.warm(now)) ||
-      (slots !== null && slots.want > 1 && slots.c !== null && slots.c.warm(now));
-    const leaseMs = warm ? this.leaseMs * WARM_LEASES : this.leaseMs;
+    const leaseMs =
+      this.leaseMs *
+      sharedLeases(
+        hits !== null && hits.want > 1 && hits.b !== null ? hits.b.leases(now) : 0,
+        slots !== null && slots.want > 1 && slots.c !== null ? slots.c.leases(now) : 0,
+      );
     const bucketKey = hits === null ? null : this.prefix + hits.bucket;
     const slotKey = slots === null ? null : this.slotKey(slots.slot.channelId);
     const reply = this.client.syHitAndTake(
@@ -884,6 +890,28 @@ export class RedisLimiter implements Limiter {
   private versionKey(): string {
     return `${this.prefix}bl-version`;
   }
+}
+
+/**
+ * The lease periods of one script call's blocks, from each block's own (0: no block asked): a warm
+ * one's when either is warm, as before decision 0049; ROOMY_LEASES only when every block asked
+ * for is roomy, so a bucket or channel near its limit never holds a long block for the other's
+ * sake.
+ */
+export function sharedLeases(rpm: number, slot: number): number {
+  if (rpm === WARM_LEASES || slot === WARM_LEASES) return WARM_LEASES;
+  if (rpm === 0 && slot === 0) return 1;
+  return Math.min(rpm === 0 ? Infinity : rpm, slot === 0 ? Infinity : slot);
+}
+
+/** Whether a reply found the bucket at most a quarter used: `remaining` of `limit` after it. */
+function roomyBucket(remaining: number, limit: number): boolean {
+  return 4 * remaining >= 3 * limit;
+}
+
+/** Whether a reply found the channel at most a quarter used: `held` slots (-1: not read). */
+function roomyChannel(held: number, capacity: number): boolean {
+  return held >= 0 && 4 * held <= capacity;
 }
 
 /** A block of `grant` RPM hits from counter c0, admitting those from c0 + `from` on. */

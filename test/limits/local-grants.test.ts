@@ -1,7 +1,14 @@
 // The block sizes the Redis limiter asks for, from the demand it has seen (local-grants.ts):
 // pure bookkeeping, driven here with made-up clock readings.
 import { describe, expect, it } from 'vitest';
-import { BucketGrants, ChannelGrants, WAKE_MS } from '../../src/limits/local-grants.ts';
+import {
+  BucketGrants,
+  ChannelGrants,
+  ROOMY_LEASES,
+  WAKE_MS,
+  WARM_LEASES,
+} from '../../src/limits/local-grants.ts';
+import { sharedLeases } from '../../src/limits/redis-limiter.ts';
 
 const LEASE = 100;
 
@@ -31,6 +38,41 @@ describe('local grants: the block an entry asks for', () => {
     const b = new BucketGrants();
     const last = calls(b, 1_000, 50, 2); // 500 a second: 50 in a 100 ms period
     expect(b.want(last)).toBe(100);
+  });
+
+  it('gives a hot bucket far from its limit blocks of ROOMY_LEASES leases, sized for them', () => {
+    const b = new BucketGrants();
+    const last = calls(b, 1_000, 10, 10); // 100 a second: 10 in a 100 ms period
+    expect(b.leases(last)).toBe(1);
+    expect(b.want(last)).toBe(20);
+    b.roomy = true; // a reply found the bucket at most a quarter used
+    expect(b.leases(last)).toBe(ROOMY_LEASES);
+    expect(b.want(last)).toBe(20 * ROOMY_LEASES);
+    b.roomy = false; // the next reply found it past a quarter
+    expect(b.leases(last)).toBe(1);
+  });
+
+  it('keeps a roomy channel block sized by the slots in use, and a cold entry exact', () => {
+    const c = new ChannelGrants();
+    c.roomy = true;
+    c.note(1_000, LEASE);
+    expect(c.leases(1_000)).toBe(1); // one call: not hot
+    for (let i = 0; i < 8; i++) c.took();
+    const last = calls(c, 1_001, 8, 5);
+    expect(c.leases(last)).toBe(ROOMY_LEASES);
+    expect(c.want(last)).toBe(2 * 8 + 2);
+  });
+
+  it('shares one lease between the two blocks of a call: a warm one, else the shorter', () => {
+    expect(sharedLeases(0, 0)).toBe(1);
+    expect(sharedLeases(ROOMY_LEASES, 0)).toBe(ROOMY_LEASES);
+    expect(sharedLeases(0, ROOMY_LEASES)).toBe(ROOMY_LEASES);
+    expect(sharedLeases(ROOMY_LEASES, ROOMY_LEASES)).toBe(ROOMY_LEASES);
+    // A bucket near its limit never holds a long block because its channel is roomy.
+    expect(sharedLeases(1, ROOMY_LEASES)).toBe(1);
+    expect(sharedLeases(ROOMY_LEASES, 1)).toBe(1);
+    expect(sharedLeases(WARM_LEASES, 1)).toBe(WARM_LEASES);
+    expect(sharedLeases(ROOMY_LEASES, WARM_LEASES)).toBe(WARM_LEASES);
   });
 
   it('asks for the block it had when hot at the first call after an idle spell', () => {

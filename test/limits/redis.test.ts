@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
+import { ROOMY_LEASES } from '../../src/limits/local-grants.ts';
 import { LimiterUnavailableError } from '../../src/limits/limiter.ts';
 import type { LimiterState, SlotLease } from '../../src/limits/limiter.ts';
 import { connectLimiterRedis, whenRedisReady } from '../../src/limits/redis-client.ts';
@@ -114,6 +115,10 @@ const LEASE_MS = 100;
 // 2 leases after the last call (decision 0033), that block ends a lease later, and the next sweep
 // (every quarter lease) returns it: ~3.25 leases, with room for a loaded host's late timers.
 const GIVE_BACK_MS = 6 * LEASE_MS;
+// The same for an entry far from its limits (at most a quarter used), whose blocks last
+// ROOMY_LEASES leases (decision 0049): renewed up to a block's lease after the last call, ended a
+// block's lease later, returned by the next sweep.
+const ROOMY_GIVE_BACK_MS = (2 * ROOMY_LEASES + 4) * LEASE_MS;
 
 /** Fires `total` calls in waves of `wave` concurrent ones, as a busy gateway would. */
 async function inWaves<T>(total: number, wave: number, call: () => Promise<T>): Promise<T[]> {
@@ -228,7 +233,7 @@ function onAhead(
 
   it('has the next block at hand when requests come in waves (8 at once every ~100 ms): after the first waves none waits for Redis', async () => {
     const prefix = `${RUN_PREFIX}blocks-waves:`;
-    const limiter = await limiterAt(prefix);
+    const limiter = await limiterAt(prefix, { windowMs: 60_000 });
     const slot = { channelId: 'waves-ch', capacity: 1_000, ttlMs: 60_000 };
     let admitted = 0;
     let callsAfterWarmUp = 0;
@@ -254,7 +259,7 @@ function onAhead(
     expect(callsAfterWarmUp).toBeLessThan(4);
     expect(limiter.counts.ahead).toBeGreaterThan(4);
     // Once the blocks end, Redis holds exactly the hits admitted and no slot.
-    await sleep(8 * LEASE_MS);
+    await sleep(ROOMY_GIVE_BACK_MS);
     expect(await admin!.zcard(`${prefix}rpm:m:acct:waves`)).toBe(admitted);
     expect(await admin!.zcard(`${prefix}slots:waves-ch`)).toBe(0);
     await limiter.close();
@@ -278,7 +283,7 @@ function onAhead(
     // Before decision 0047: 4 calls, one for each of the first requests until four made it hot.
     expect(limiter.counts.calls - before).toBe(1);
     // What the wake-up block did not hand out goes back when its lease ends.
-    await sleep(GIVE_BACK_MS);
+    await sleep(ROOMY_GIVE_BACK_MS);
     expect(await admin!.zcard(`${prefix}rpm:m:acct:wake`)).toBe(208);
     expect(await admin!.zcard(`${prefix}slots:wake-ch`)).toBe(0);
     await limiter.close();
@@ -371,12 +376,12 @@ function onAhead(
 
   it('gives back the hits of a block it did not use when the lease ends', async () => {
     const prefix = `${RUN_PREFIX}blocks-return:`;
-    const limiter = await limiterAt(prefix);
+    const limiter = await limiterAt(prefix, { windowMs: 60_000 });
     const results = await inWaves(300, 30, () => limiter.hitRpm('rpm:m:acct:1', 1_000_000));
     const key = `${prefix}rpm:m:acct:1`;
     // The last block's unused hits are held (counted) while it may still hand them out.
     expect(await admin!.zcard(key)).toBeGreaterThan(results.length);
-    await sleep(GIVE_BACK_MS);
+    await sleep(ROOMY_GIVE_BACK_MS);
     expect(await admin!.zcard(key)).toBe(results.length);
     await limiter.close();
   });
@@ -430,9 +435,38 @@ function onAhead(
     });
     expect(limiter.counts.lentSlots + limiter.counts.calls).toBe(3000);
     expect(limiter.counts.calls).toBeLessThan(300);
-    await sleep(GIVE_BACK_MS);
+    await sleep(ROOMY_GIVE_BACK_MS);
     expect(await limiter.slotsInUse('ch')).toBe(0);
     await limiter.close();
+  });
+
+  it('takes a block about once a second, not once a lease, for a bucket and channel far from their limits; near one, once a lease', async () => {
+    const run = async (name: string, limit: number): Promise<number> => {
+      const prefix = `${RUN_PREFIX}blocks-roomy-${name}:`;
+      const limiter = await limiterAt(prefix, { windowMs: 60_000 });
+      const slot = { channelId: 'roomy-ch', capacity: 1_000, ttlMs: 60_000 };
+      // 8 requests every 25 ms for 2 s (320 a second), each holding its slot 20 ms.
+      for (let wave = 0; wave < 80; wave++) {
+        for (const r of await Promise.all(
+          Array.from({ length: 8 }, () => limiter.hitRpmAndAcquire('rpm:m:acct:r', limit, slot)),
+        )) {
+          expect(r.rpm.allowed).toBe(true);
+          if (typeof r.slot === 'object')
+            setTimeout(() => void limiter.releaseSlot(r.slot as SlotLease), 20);
+        }
+        await sleep(25);
+      }
+      const scriptCalls = limiter.counts.calls + limiter.counts.ahead;
+      await limiter.close();
+      return scriptCalls;
+    };
+    // Far from both limits: ~2 s of blocks of ROOMY_LEASES leases, one each for the bucket and
+    // the channel, plus the first calls before a reply said so. 100 ms blocks took ~40.
+    const roomy = await run('far', 100_000_000);
+    expect(roomy).toBeLessThan(16);
+    // 640 hits of a limit of 1,000: past a quarter after the first waves, so 100 ms blocks.
+    const near = await run('near', 1_000);
+    expect(near).toBeGreaterThan(roomy + 8);
   });
 
   it('fills at most half a channel with blocks, and gives unused slots back once past half', async () => {
