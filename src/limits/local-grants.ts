@@ -117,7 +117,10 @@ export class Demand {
     return now >= this.exactUntil && this.remembers(now) ? this.wakeWant : 1;
   }
 
-  /** Lease periods a block asked for now lasts: warm WARM_LEASES, hot and roomy ROOMY_LEASES, else 1. */
+  /**
+   * Lease periods a block asked for now lasts: warm WARM_LEASES, hot and roomy ROOMY_LEASES,
+   * else 1.
+   */
   leases(now: number): number {
     if (this.warm(now)) return WARM_LEASES;
     return this.roomy && this.hot(now) ? ROOMY_LEASES : 1;

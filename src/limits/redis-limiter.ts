@@ -417,7 +417,8 @@ export class RedisLimiter implements Limiter {
    * One HIT_AND_TAKE script call, for the hits (`hits` null: none) and the slot (null: none):
    * reserves the counters of the members it may grant and picks the lease, longer when a block
    * is asked for a warm or a roomy bucket or channel (WARM_LEASES, ROOMY_LEASES, local-grants.ts);
-   * both blocks of one call share it (sharedLeases). `ahead` 1: a block asked for ahead of need (the script counts no hit at now).
+   * both blocks of one call share it (sharedLeases). `ahead` 1: a block asked for ahead of need
+   * (the script counts no hit at now).
    */
   private send(
     hits: { bucket: string; limit: number; want: number; b: BucketGrants | null } | null,
