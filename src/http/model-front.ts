@@ -106,6 +106,25 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
+/**
+ * The body when all of it came with the head, else null. By the time the key is checked node's
+ * parser has pushed the bytes that came in the same read into the stream's buffer (its "complete"
+ * comes a callback later), so when they are all `content-length` announced, one read() takes them.
+ * Through 'data' and 'end' the same 1 kB body took ~22 µs of a stream's first token on a 12k
+ * req/s host: a few ticks of the stream's machinery for bytes already here (probe, session 37).
+ * resume() then lets the stream end and close as a read one does, after the path has gone on.
+ * Only under the stream's high-water mark: past it the parser paused the socket.
+ */
+function bufferedBody(req: IncomingMessage, limit: number): Buffer | null {
+  const announced = Number(req.headers['content-length']);
+  const length = req.readableLength;
+  if (length !== announced || length === 0 || length >= req.readableHighWaterMark) return null;
+  if (length > limit || req.destroyed) return null; // readBody answers these
+  const body = req.read() as Buffer | null;
+  req.resume();
+  return body;
+}
+
 function unreadable(): GatewayError {
   return new GatewayError('invalid_parameter_error', 'the request body could not be read');
 }
@@ -117,7 +136,7 @@ async function bodyOf(
 ): Promise<{ body: unknown; bytes: number }> {
   const kind = bodyKindOf(req.headers);
   if (kind === 'none') return { body: undefined, bytes: 0 };
-  const raw = await readBody(req, limit);
+  const raw = bufferedBody(req, limit) ?? (await readBody(req, limit));
   if (raw.length === 0)
     throw new GatewayError('invalid_parameter_error', 'the request body is empty');
   try {

@@ -2,7 +2,8 @@
 // 0029). What a client sees must not change: authentication before the body, the body limit, the
 // content type, the error object with the request id, and the routes fastify still serves.
 import { createServer, request, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelFront } from '../../src/http/model-front.ts';
 import { startHarness, type Harness } from './harness.ts';
@@ -160,6 +161,82 @@ describe('the model front', () => {
     expect(empty.status).toBe(400);
     expect(errorOf(empty).message).toBe('the request body is empty');
     expect(h.mock.callCount()).toBe(calls);
+  });
+
+  it('reads a body however it arrives, and keeps a connection serving after each', async () => {
+    // A body that comes whole with the head is taken from the stream's buffer (model-front.ts,
+    // bufferedBody); one after the head, in pieces or chunked goes through 'data' and 'end'. All
+    // on one keep-alive connection: each way must leave the socket reading the next request.
+    const socket = connect(Number(new URL(h.gateway.url).port), '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (c: string) => (received += c));
+    const head = (length: number | null): string =>
+      'POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n' +
+      `authorization: Bearer ${key}\r\n` +
+      (length === null ? 'transfer-encoding: chunked\r\n' : `content-length: ${length}\r\n`) +
+      '\r\n';
+    const pause = (): Promise<void> => new Promise((r) => setTimeout(r, 30));
+    /** Waits for the next whole answer (status line, headers, content-length body). */
+    const answer = async (): Promise<{ status: number; body: string }> => {
+      for (;;) {
+        const end = received.indexOf('\r\n\r\n');
+        const length = /content-length: (\d+)/i.exec(received.slice(0, end));
+        if (end !== -1 && length !== null && received.length >= end + 4 + Number(length[1])) {
+          const body = received.slice(end + 4, end + 4 + Number(length[1]));
+          const status = Number(received.slice(9, 12));
+          received = received.slice(end + 4 + Number(length[1]));
+          return { status, body };
+        }
+        await once(socket, 'data');
+      }
+    };
+    const n = Buffer.byteLength(chat);
+    const ways: Array<[string, () => Promise<void>]> = [
+      ['whole with the head', async () => void socket.write(head(n) + chat)],
+      [
+        'after the head',
+        async () => {
+          socket.write(head(n));
+          await pause();
+          socket.write(chat);
+        },
+      ],
+      [
+        'in two pieces',
+        async () => {
+          socket.write(head(n) + chat.slice(0, 10));
+          await pause();
+          socket.write(chat.slice(10));
+        },
+      ],
+      [
+        'chunked',
+        async () => {
+          socket.write(`${head(null)}${n.toString(16)}\r\n${chat}\r\n`);
+          await pause();
+          socket.write('0\r\n\r\n');
+        },
+      ],
+      ['whole again', async () => void socket.write(head(n) + chat)],
+    ];
+    try {
+      for (const [way, send] of ways) {
+        await send();
+        const a = await answer();
+        expect({ way, status: a.status }).toEqual({ way, status: 200 });
+        expect((JSON.parse(a.body) as { object: string }).object).toBe('chat.completion');
+      }
+      // A body shorter than its content-length is not taken whole: the answer waits for the rest.
+      socket.write(head(n + 5) + chat);
+      await pause();
+      expect(received).toBe('');
+      socket.write('     ');
+      expect((await answer()).status).toBe(200);
+    } finally {
+      socket.destroy();
+    }
   });
 
   it('serves a model route with a query string, a JSON content type with parameters, or none', async () => {
