@@ -27,7 +27,7 @@ import { newRequestId } from '../http/request-id.ts';
 import { orderCandidates } from './channel-choice.ts';
 import type { GatewayContext } from './context.ts';
 import { estimateInputTokens, estimateOutputTokens, inputTokenBound } from './estimate.ts';
-import type { AttemptOutcome, RequestObserver, SettledFacts } from './observer.ts';
+import type { AttemptObserver, AttemptOutcome, RequestObserver, SettledFacts } from './observer.ts';
 import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
 import { UpstreamPump } from './stream-pump.ts';
 import { requestAnswer, type UpstreamAnswer } from './upstream-answer.ts';
@@ -404,6 +404,9 @@ interface StreamStarted {
   pump: UpstreamPump;
   first: string;
   release: () => Promise<void>;
+  /** The attempt's observer and the upstream's status, ended once the first chunk is sent. */
+  attempt: AttemptObserver;
+  status: number;
 }
 
 interface Answered {
@@ -627,10 +630,19 @@ async function dispatch(
       ctx.health.failure(channel.id, Date.now());
       continue;
     }
-    attemptObs.end('ok', status);
-    ctx.health.success(channel.id);
-    obs.firstChunk(channel.id);
-    return { kind: 'stream', candidate, plan, relay, response: response!, pump, first, release };
+    // The attempt's success is recorded once the first chunk is on its way (relayModelRoute).
+    return {
+      kind: 'stream',
+      candidate,
+      plan,
+      relay,
+      response: response!,
+      pump,
+      first,
+      release,
+      attempt: attemptObs,
+      status,
+    };
   }
   if (signal.aborted)
     return {
@@ -933,6 +945,12 @@ export async function relayModelRoute(
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
   const { relay, pump, candidate, release } = dispatched;
   res.writeHead(200, Object.assign(call.replyHeaders, SSE_HEADERS));
+  // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
+  // one's first byte waits for the work of those ahead of it.
+  res.write(dispatched.first);
+  dispatched.attempt.end('ok', dispatched.status);
+  ctx.health.success(candidate.channel.id);
+  obs.firstChunk(candidate.channel.id);
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;
@@ -941,7 +959,6 @@ export async function relayModelRoute(
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
   try {
-    res.write(dispatched.first);
     const end = await pump.rest(res, abort.signal);
     if (!end.ended) {
       if (timedOut || !abort.signal.aborted) {
