@@ -126,6 +126,14 @@ const retryDelay = (failures: number): number =>
   Math.min(2000, 50 * 2 ** Math.max(0, failures - 1));
 
 /**
+ * A timer's delay in whole milliseconds, rounded up. Node keeps one timer list per distinct delay
+ * and a fractional one (a due time less now) made a new list each time: an allocation, a
+ * priority-queue insert and a libuv timer start, on the path of the request or the stream's end
+ * that armed it. Up, so a wait is never shorter than asked.
+ */
+const wholeMs = (ms: number): number => (ms > 0 ? Math.ceil(ms) : 0);
+
+/**
  * An idle lease stays only while the balance nobody holds is at least this many times its slack
  * (decision 0044): another holder's grow then finds what it needs without it, and the account is
  * far from the point where the slack decides whether a request is admitted.
@@ -423,9 +431,11 @@ export class LeaseBook {
         // Looks again at most minWriteGapMs later: a write that fills meanwhile goes then.
         setTimeout(
           run,
-          Math.min(
-            this.minWriteGapMs,
-            Math.max(this.maxWriteGapMs - sinceLast, this.minWriteGapMs - waited),
+          wholeMs(
+            Math.min(
+              this.minWriteGapMs,
+              Math.max(this.maxWriteGapMs - sinceLast, this.minWriteGapMs - waited),
+            ),
           ),
         );
         return;
@@ -446,7 +456,7 @@ export class LeaseBook {
     // per stream at 8 concurrent streams, where each write carried only a few outcomes.
     const wait = this.lastWriteAt + this.minWriteGapMs - queuedAt;
     if (wait <= 0) setImmediate(run);
-    else setTimeout(run, wait);
+    else setTimeout(run, wholeMs(wait));
   }
 
   /**
@@ -458,7 +468,7 @@ export class LeaseBook {
    * ms after admission at the defaults, and the timer fires at most 50 times a second.
    */
   private armOpenTimer(at: number): void {
-    this.openTimer = setTimeout(() => this.writeDueOpens(), Math.max(0, at - performance.now()));
+    this.openTimer = setTimeout(() => this.writeDueOpens(), wholeMs(at - performance.now()));
     this.openTimer.unref();
   }
 
