@@ -404,9 +404,8 @@ interface StreamStarted {
   pump: UpstreamPump;
   first: string;
   release: () => Promise<void>;
-  /** The attempt's observer and the upstream's status, ended once the first chunk is sent. */
+  /** The attempt's observer, ended once the first chunk is sent. */
   attempt: AttemptObserver;
-  status: number;
 }
 
 interface Answered {
@@ -641,7 +640,6 @@ async function dispatch(
       first,
       release,
       attempt: attemptObs,
-      status,
     };
   }
   if (signal.aborted)
@@ -948,7 +946,7 @@ export async function relayModelRoute(
   // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
   // one's first byte waits for the work of those ahead of it.
   res.write(dispatched.first);
-  dispatched.attempt.end('ok', dispatched.status);
+  dispatched.attempt.end('ok', dispatched.response.statusCode);
   ctx.health.success(candidate.channel.id);
   obs.firstChunk(candidate.channel.id);
   let status: SettleStatus = 'ok';
