@@ -366,11 +366,6 @@ function classify(err: unknown): AttemptFailure {
   };
 }
 
-function retryAfterOf(response: Dispatcher.ResponseData): string | null {
-  const v = response.headers['retry-after'];
-  return (Array.isArray(v) ? v[0] : v) ?? null;
-}
-
 function retryAfterMs(text: string | null): number | null {
   if (text === null) return null;
   const secs = Number(text);
@@ -400,7 +395,6 @@ interface StreamStarted {
   candidate: Candidate;
   plan: UpstreamPlan;
   relay: StreamRelay;
-  response: Dispatcher.ResponseData;
   pump: UpstreamPump;
   first: string;
   release: () => Promise<void>;
@@ -509,12 +503,16 @@ async function dispatch(
       bodyTimeout: channel.timeouts.firstByteMs,
     };
     // An answer is read whole by one dispatch handler (upstream-answer.ts); a stream's body is
-    // read as it comes.
-    let response: Dispatcher.ResponseData | null = null;
+    // read as it comes by another (stream-pump.ts).
+    let pump: UpstreamPump | null = null;
     let answer: UpstreamAnswer | null = null;
     try {
-      if (plan.stream) response = await pool.pool.request({ ...request, signal });
-      else answer = await requestAnswer(pool.pool, request, signal);
+      if (plan.stream) {
+        const relay = plan.relay();
+        relay.hideSecrets([apiKey]);
+        pump = new UpstreamPump(relay, signal);
+        await pump.send(pool.pool, request);
+      } else answer = await requestAnswer(pool.pool, request, signal);
     } catch (err) {
       await release();
       if (signal.aborted) break;
@@ -523,10 +521,9 @@ async function dispatch(
       ctx.health.failure(channel.id, Date.now());
       continue;
     }
-    const status = answer?.status ?? response!.statusCode;
+    const status = answer?.status ?? pump!.status;
     if (status >= 400) {
-      const text =
-        answer !== null ? (answer.text ?? '') : await response!.body.text().catch(() => '');
+      const text = answer !== null ? (answer.text ?? '') : await pump!.errorText();
       await release();
       // An upstream may quote the key it was sent, in whatever shape the key has: the channel's
       // own key is removed by value, then anything shaped like a key (session 21: a key without
@@ -543,9 +540,7 @@ async function dispatch(
         ctx.health.failure(
           channel.id,
           Date.now(),
-          status === 429
-            ? retryAfterMs(answer !== null ? answer.header('retry-after') : retryAfterOf(response!))
-            : null,
+          status === 429 ? retryAfterMs((answer ?? pump!).header('retry-after')) : null,
         );
         continue;
       }
@@ -597,12 +592,11 @@ async function dispatch(
     }
     // A stream: wait for its first chunk before committing to this channel, so a stream that dies
     // before saying anything still fails over (DESIGN invariant 7: retry only before the first byte).
-    const relay = plan.relay();
-    relay.hideSecrets([apiKey]);
-    const pump = new UpstreamPump(response!.body, relay);
+    const stream = pump!;
+    const relay = stream.relay;
     let first = '';
     try {
-      first = await pump.first();
+      first = await stream.first();
     } catch (err) {
       await release();
       if (signal.aborted) break;
@@ -635,8 +629,7 @@ async function dispatch(
       candidate,
       plan,
       relay,
-      response: response!,
-      pump,
+      pump: stream,
       first,
       release,
       attempt: attemptObs,
@@ -946,7 +939,7 @@ export async function relayModelRoute(
   // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
   // one's first byte waits for the work of those ahead of it.
   res.write(dispatched.first);
-  dispatched.attempt.end('ok', dispatched.response.statusCode);
+  dispatched.attempt.end('ok', pump.status);
   ctx.health.success(candidate.channel.id);
   obs.firstChunk(candidate.channel.id);
   let status: SettleStatus = 'ok';
@@ -957,7 +950,7 @@ export async function relayModelRoute(
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
   try {
-    const end = await pump.rest(res, abort.signal);
+    const end = await pump.rest(res);
     if (!end.ended) {
       if (timedOut || !abort.signal.aborted) {
         // After the first byte there is no retry: the stream ends with an error event.
@@ -979,7 +972,7 @@ export async function relayModelRoute(
     await release();
     if (!res.destroyed) res.end();
     // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
-    if (status !== 'ok') void dispatched.response.body.destroy();
+    if (status !== 'ok') pump.cancel();
   }
   const metered = meter(admitted, relay.usage, 0, relay.events, !relay.completed);
   obs.finish(200);

@@ -3,7 +3,7 @@
 // pump's backpressure holds through it.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { PassThrough } from 'node:stream';
+import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSocket, writeChunk } from '../../src/http/chunk-frame.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
@@ -122,33 +122,50 @@ describe('chunkSocket and writeChunk', () => {
     expect(text.indexOf('/a:')).toBeLessThan(text.indexOf('/b:'));
   });
 
-  it('keeps the pump’s backpressure: the upstream pauses while the client reads nothing, and nothing is lost', async () => {
-    const events = 20_000;
+  it('keeps the pump’s backpressure: the upstream is held while the client reads nothing, and nothing is lost', async () => {
+    // ~10 MB: more than loopback's socket buffers hold on either side.
+    const events = 100_000;
     const event = (i: number): string =>
       `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"w${i}"}}]}\n\n`;
-    let paused = false;
-    const port = await serve((_req, res) => {
-      void (async () => {
-        const body = new PassThrough();
-        const pump = new UpstreamPump(body, new ChatStreamRelay(true));
-        body.write(event(0));
-        const first = await pump.first();
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(first);
-        const done = pump.rest(res, new AbortController().signal);
-        for (let i = 1; i < events; i++) {
-          if (!body.write(event(i))) await new Promise((r) => body.once('drain', r));
-          if (body.isPaused()) paused = true;
-        }
-        body.end();
-        await done;
-        res.end();
-      })();
+    let pushedBack = 0;
+    const upstream = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        void (async () => {
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          for (let i = 0; i < events; i++) {
+            if (!res.write(event(i))) {
+              pushedBack++;
+              await new Promise((r) => res.once('drain', r));
+            }
+          }
+          res.end();
+        })();
+      });
     });
-    const { body } = dechunk(await exchange(port, GET(), 300));
-    expect(paused).toBe(true);
-    expect(body).toBe(
-      Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
-    );
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const pool = new Pool(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    try {
+      const port = await serve((_req, res) => {
+        void (async () => {
+          const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+          await pump.send(pool, { method: 'POST', path: '/', body: '{}' });
+          const first = await pump.first();
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(first);
+          await pump.rest(res);
+          res.end();
+        })();
+      });
+      const { body } = dechunk(await exchange(port, GET(), 300));
+      expect(pushedBack).toBeGreaterThan(0);
+      expect(body).toBe(
+        Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
+      );
+    } finally {
+      await pool.destroy();
+      upstream.closeAllConnections();
+      await new Promise<void>((r) => upstream.close(() => r()));
+    }
   });
 });
