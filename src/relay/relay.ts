@@ -612,6 +612,7 @@ async function dispatch(
     // Nothing from the upstream at all: a chat relay's closing `[DONE]` alone is not an answer
     // (an empty 200 stream was answered `data: [DONE]` and billed, never failed over).
     if (first === '' || relay.events === 0) {
+      stream.cancel();
       await release();
       lastFailure = {
         outcome: 'stream_cut',
@@ -935,13 +936,6 @@ export async function relayModelRoute(
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
   const { relay, pump, candidate, release } = dispatched;
-  res.writeHead(200, Object.assign(call.replyHeaders, SSE_HEADERS));
-  // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
-  // one's first byte waits for the work of those ahead of it.
-  res.write(dispatched.first);
-  dispatched.attempt.end('ok', pump.status);
-  ctx.health.success(candidate.channel.id);
-  obs.firstChunk(candidate.channel.id);
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;
@@ -950,6 +944,13 @@ export async function relayModelRoute(
     abort.abort();
   }, candidate.channel.timeouts.totalMs);
   try {
+    res.writeHead(200, Object.assign(call.replyHeaders, SSE_HEADERS));
+    // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
+    // one's first byte waits for the work of those ahead of it.
+    res.write(dispatched.first);
+    dispatched.attempt.end('ok', pump.status);
+    ctx.health.success(candidate.channel.id);
+    obs.firstChunk(candidate.channel.id);
     const end = await pump.rest(res);
     if (!end.ended) {
       if (timedOut || !abort.signal.aborted) {
@@ -971,8 +972,9 @@ export async function relayModelRoute(
     // Free the slot before the client sees the end, so its next request finds it free.
     await release();
     if (!res.destroyed) res.end();
-    // Drop what is left of an aborted upstream body so the pool's socket is not leaked.
-    if (status !== 'ok') pump.cancel();
+    // Drop what is left of a body not read to its end (a no-op once undici has ended the call),
+    // so the pool's connection is not held.
+    pump.cancel();
   }
   const metered = meter(admitted, relay.usage, 0, relay.events, !relay.completed);
   obs.finish(200);

@@ -199,7 +199,9 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
   onData(chunk: Buffer): boolean {
     if (this.errorChunks !== null) this.errorChunks.push(chunk);
     else this.data(chunk);
-    return !this.paused;
+    // Once stopped (the client gone, the relay failed) nothing more is read: cancel() or the
+    // signal drops the call.
+    return !this.paused && this.outcome === null;
   }
 
   onComplete(): void {

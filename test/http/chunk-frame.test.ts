@@ -128,6 +128,7 @@ describe('chunkSocket and writeChunk', () => {
     const event = (i: number): string =>
       `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"w${i}"}}]}\n\n`;
     let pushedBack = 0;
+    let heldBack = -1;
     const upstream = createServer((req, res) => {
       req.resume();
       req.on('end', () => {
@@ -153,12 +154,17 @@ describe('chunkSocket and writeChunk', () => {
           const first = await pump.first();
           res.writeHead(200, { 'content-type': 'text/event-stream' });
           res.write(first);
+          // While the client reads nothing, what node holds for its socket stays bounded: the
+          // pump stops reading the upstream at the first write that asks it to wait.
+          setTimeout(() => (heldBack = res.socket!.writableLength), 250);
           await pump.rest(res);
           res.end();
         })();
       });
       const { body } = dechunk(await exchange(port, GET(), 300));
       expect(pushedBack).toBeGreaterThan(0);
+      expect(heldBack).toBeGreaterThanOrEqual(0);
+      expect(heldBack).toBeLessThan(256 * 1024);
       expect(body).toBe(
         Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
       );

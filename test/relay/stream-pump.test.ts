@@ -43,16 +43,25 @@ class FakeCall implements Pick<Dispatcher, 'dispatch'> {
   private queue: (Buffer | 'end')[] = [];
   private paused = false;
   private done = false;
+  /** `queued`: the call waits for a connection until connect(), as in a busy pool. */
+  private readonly queued: boolean;
+  constructor(queued = false) {
+    this.queued = queued;
+  }
 
   dispatch(_options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     this.dispatched++;
     this.handler = handler;
-    handler.onConnect!((err?: Error) => {
+    if (!this.queued) this.connect();
+    return true;
+  }
+
+  connect(): void {
+    this.handler!.onConnect!((err?: Error) => {
       if (this.done) return;
       this.aborted = err ?? new Error('aborted');
       this.fail(this.aborted);
     });
-    return true;
   }
 
   head(status = 200, headers: Record<string, string> = {}): void {
@@ -164,6 +173,31 @@ describe('UpstreamPump', () => {
     expect(call.aborted?.message).toBe('the client went away');
   });
 
+  it('drops a call that was still waiting for a connection when the signal aborted', async () => {
+    const ac = new AbortController();
+    const call = new FakeCall(true);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
+    ac.abort(new Error('the client went away'));
+    await expect(sent).rejects.toThrow('the client went away');
+    // The pool hands it a connection later: it is aborted before anything is sent.
+    call.connect();
+    expect(call.aborted?.message).toBe('the client went away');
+  });
+
+  it('skips an informational head and takes the answer after it', async () => {
+    const call = new FakeCall();
+    const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
+    call.head(103, { link: '</x>; rel=preload' });
+    expect(pump.status).toBe(0);
+    call.head(200);
+    await sent;
+    expect(pump.status).toBe(200);
+    call.write(event(0));
+    expect(await pump.first()).toBe(event(0));
+  });
+
   it('reads an error answer whole, with its headers, and never hands it to the relay', async () => {
     const relay = new ChatStreamRelay(true);
     const call = new FakeCall();
@@ -188,6 +222,19 @@ describe('UpstreamPump', () => {
     call.write('{"error":');
     call.fail(new Error('other side closed'));
     expect(await pump.errorText()).toBe('');
+  });
+
+  it("gives '' for an error answer whose reading the signal aborts", async () => {
+    const ac = new AbortController();
+    const call = new FakeCall();
+    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
+    call.head(500);
+    await sent;
+    call.write('{"error":');
+    ac.abort(new Error('the client went away'));
+    expect(await pump.errorText()).toBe('');
+    expect(call.aborted?.message).toBe('the client went away');
   });
 
   it('relays the rest in order, then the closing text, which is not counted as an event', async () => {
@@ -283,6 +330,39 @@ describe('UpstreamPump', () => {
     expect(call.aborted?.message).toBe('unreadable chunk');
   });
 
+  it('stops and drops the call when the relay cannot read a chunk after the commit', async () => {
+    const relay = new ChatStreamRelay(true);
+    const { pump, call } = await started(relay);
+    call.write(event(0));
+    await pump.first();
+    const c = client();
+    const done = pump.rest(c.raw);
+    relay.push = () => {
+      throw new Error('unreadable chunk');
+    };
+    call.write(event(1));
+    call.write(event(2));
+    const end = await done;
+    expect((end as { error: Error }).error.message).toBe('unreadable chunk');
+    expect(call.aborted?.message).toBe('unreadable chunk');
+    expect(c.text()).toBe('');
+  });
+
+  it('stops and drops the call when the signal aborts while it waits for the client to drain', async () => {
+    const ac = new AbortController();
+    const { pump, call } = await started(new ChatStreamRelay(true), ac.signal);
+    call.write(event(0));
+    await pump.first();
+    const c = client(64, 1_000_000); // a client that never finishes a write
+    const done = pump.rest(c.raw);
+    for (let i = 1; i <= 5; i++) call.write(event(i));
+    expect(call.waiting).toBeGreaterThan(0);
+    ac.abort(new Error('the upstream exceeded its total time'));
+    const end = await done;
+    expect((end as { error: Error }).error.message).toBe('the upstream exceeded its total time');
+    expect(call.aborted?.message).toBe('the upstream exceeded its total time');
+  });
+
   it('ends when the client goes away while the upstream is paused for it', async () => {
     const { pump, call } = await started();
     call.write(event(0));
@@ -359,12 +439,19 @@ describe('UpstreamPump through undici', () => {
     const pump = new UpstreamPump(relay, new AbortController().signal);
     await pump.send(p, request);
     const first = await pump.first();
-    // A client that takes nothing for 300 ms, then reads slowly.
+    // A client that takes nothing for 300 ms, then reads.
     const c = client(16 * 1024, 0);
     const slow = c.raw as unknown as Writable;
     slow.cork();
-    setTimeout(() => slow.uncork(), 300);
+    let heldBack = -1;
+    setTimeout(() => {
+      // What the pump handed the client meanwhile: its high-water mark and a chunk, not the body.
+      heldBack = slow.writableLength;
+      slow.uncork();
+    }, 300);
     expect(await pump.rest(c.raw)).toEqual({ ended: true });
+    expect(heldBack).toBeGreaterThan(0);
+    expect(heldBack).toBeLessThan(64 * 1024);
     expect(first + c.text()).toBe(
       Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
     );
@@ -387,6 +474,29 @@ describe('UpstreamPump through undici', () => {
     const refused = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
     await expect(refused.send(closed, request)).rejects.toThrow();
     await closed.destroy();
+  });
+
+  it('reports an upstream cut mid-stream, and a body that stalls past its timeout', async () => {
+    let served = 0;
+    const p = await serveUpstream((res) => {
+      served++;
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(event(0));
+      if (served === 1) setTimeout(() => res.destroy(), 20);
+      // The second one says nothing more and never ends.
+    });
+    const cut = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    await cut.send(p, request);
+    await cut.first();
+    const end = await cut.rest(client().raw);
+    expect(end.ended).toBe(false);
+
+    const stalled = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    await stalled.send(p, { ...request, bodyTimeout: 100 });
+    await stalled.first();
+    const timedOut = await stalled.rest(client().raw);
+    expect(timedOut.ended).toBe(false);
+    expect((timedOut as { error: Error }).error.name).toBe('BodyTimeoutError');
   });
 
   it('drops the upstream connection when the signal aborts mid-stream', async () => {
