@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSocket, writeChunk } from '../../src/http/chunk-frame.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
 import { UpstreamPump } from '../../src/relay/stream-pump.ts';
+import { chatEvent, sseUpstream } from '../relay/sse-upstream.ts';
 
 let server: Server | null = null;
 afterEach(async () => {
@@ -125,27 +126,9 @@ describe('chunkSocket and writeChunk', () => {
   it('keeps the pump’s backpressure: the upstream is held while the client reads nothing, and nothing is lost', async () => {
     // ~10 MB: more than loopback's socket buffers hold on either side.
     const events = 100_000;
-    const event = (i: number): string =>
-      `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"w${i}"}}]}\n\n`;
-    let pushedBack = 0;
     let heldBack = -1;
-    const upstream = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        void (async () => {
-          res.writeHead(200, { 'content-type': 'text/event-stream' });
-          for (let i = 0; i < events; i++) {
-            if (!res.write(event(i))) {
-              pushedBack++;
-              await new Promise((r) => res.once('drain', r));
-            }
-          }
-          res.end();
-        })();
-      });
-    });
-    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
-    const pool = new Pool(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`);
+    const upstream = await sseUpstream(events);
+    const pool = new Pool(upstream.origin);
     try {
       const port = await serve((_req, res) => {
         void (async () => {
@@ -162,16 +145,15 @@ describe('chunkSocket and writeChunk', () => {
         })();
       });
       const { body } = dechunk(await exchange(port, GET(), 300));
-      expect(pushedBack).toBeGreaterThan(0);
+      expect(upstream.pushedBack()).toBeGreaterThan(0);
       expect(heldBack).toBeGreaterThanOrEqual(0);
       expect(heldBack).toBeLessThan(256 * 1024);
       expect(body).toBe(
-        Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
+        Array.from({ length: events }, (_, i) => chatEvent(i)).join('') + 'data: [DONE]\n\n',
       );
     } finally {
       await pool.destroy();
-      upstream.closeAllConnections();
-      await new Promise<void>((r) => upstream.close(() => r()));
+      await upstream.close();
     }
   });
 });

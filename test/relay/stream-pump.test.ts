@@ -7,12 +7,12 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { Pool, type Dispatcher } from 'undici';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
-import { UpstreamPump } from '../../src/relay/stream-pump.ts';
+import { UpstreamPump, type PumpEnd } from '../../src/relay/stream-pump.ts';
+import { chatEvent, sseUpstream } from './sse-upstream.ts';
 
-const event = (i: number): string =>
-  `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"w${i}"}}]}\n\n`;
+const event = chatEvent;
 
 /** A client socket stand-in that keeps what it is given; `highWaterMark` sets when it pushes back. */
 function client(highWaterMark = 1 << 20, delayMs = 0): { raw: ServerResponse; text: () => string } {
@@ -109,15 +109,17 @@ class FakeCall implements Pick<Dispatcher, 'dispatch'> {
   }
 }
 
-/** A pump sent through a FakeCall whose head has come. */
+/** A pump sent through a FakeCall whose head (`status`, `headers`) has come. */
 async function started(
   relay = new ChatStreamRelay(true),
   signal = new AbortController().signal,
+  status = 200,
+  headers: Record<string, string> = {},
 ): Promise<{ pump: UpstreamPump; call: FakeCall }> {
   const call = new FakeCall();
   const pump = new UpstreamPump(relay, signal);
   const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
-  call.head();
+  call.head(status, headers);
   await sent;
   return { pump, call };
 }
@@ -200,11 +202,10 @@ describe('UpstreamPump', () => {
 
   it('reads an error answer whole, with its headers, and never hands it to the relay', async () => {
     const relay = new ChatStreamRelay(true);
-    const call = new FakeCall();
-    const pump = new UpstreamPump(relay, new AbortController().signal);
-    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
-    call.head(429, { 'Retry-After': '7', 'content-type': 'application/json' });
-    await sent;
+    const { pump, call } = await started(relay, undefined, 429, {
+      'Retry-After': '7',
+      'content-type': 'application/json',
+    });
     expect(pump.status).toBe(429);
     expect(pump.header('retry-after')).toBe('7');
     call.write('{"error":{"message":"slow');
@@ -214,11 +215,7 @@ describe('UpstreamPump', () => {
   });
 
   it("gives '' for an error answer cut before its end", async () => {
-    const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
-    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
-    call.head(503);
-    await sent;
+    const { pump, call } = await started(undefined, undefined, 503);
     call.write('{"error":');
     call.fail(new Error('other side closed'));
     expect(await pump.errorText()).toBe('');
@@ -226,11 +223,7 @@ describe('UpstreamPump', () => {
 
   it("gives '' for an error answer whose reading the signal aborts", async () => {
     const ac = new AbortController();
-    const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
-    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
-    call.head(500);
-    await sent;
+    const { pump, call } = await started(undefined, ac.signal, 500);
     call.write('{"error":');
     ac.abort(new Error('the client went away'));
     expect(await pump.errorText()).toBe('');
@@ -348,15 +341,23 @@ describe('UpstreamPump', () => {
     expect(c.text()).toBe('');
   });
 
-  it('stops and drops the call when the signal aborts while it waits for the client to drain', async () => {
-    const ac = new AbortController();
-    const { pump, call } = await started(new ChatStreamRelay(true), ac.signal);
+  /** A committed pump paused for a client that never finishes a write, with chunks waiting. */
+  async function pausedForClient(
+    signal?: AbortSignal,
+  ): Promise<{ call: FakeCall; c: ReturnType<typeof client>; done: Promise<PumpEnd> }> {
+    const { pump, call } = await started(new ChatStreamRelay(true), signal);
     call.write(event(0));
     await pump.first();
-    const c = client(64, 1_000_000); // a client that never finishes a write
+    const c = client(64, 1_000_000);
     const done = pump.rest(c.raw);
     for (let i = 1; i <= 5; i++) call.write(event(i));
     expect(call.waiting).toBeGreaterThan(0);
+    return { call, c, done };
+  }
+
+  it('stops and drops the call when the signal aborts while it waits for the client to drain', async () => {
+    const ac = new AbortController();
+    const { call, done } = await pausedForClient(ac.signal);
     ac.abort(new Error('the upstream exceeded its total time'));
     const end = await done;
     expect((end as { error: Error }).error.message).toBe('the upstream exceeded its total time');
@@ -364,13 +365,7 @@ describe('UpstreamPump', () => {
   });
 
   it('ends when the client goes away while the upstream is paused for it', async () => {
-    const { pump, call } = await started();
-    call.write(event(0));
-    await pump.first();
-    const c = client(64, 1_000_000); // a client that never finishes a write
-    const done = pump.rest(c.raw);
-    for (let i = 1; i <= 5; i++) call.write(event(i));
-    expect(call.waiting).toBeGreaterThan(0);
+    const { c, done } = await pausedForClient();
     (c.raw as unknown as Writable).destroy();
     const end = await done;
     expect(end.ended).toBe(false);
@@ -424,17 +419,9 @@ describe('UpstreamPump through undici', () => {
   it('holds the upstream back while the client reads nothing, then delivers every byte', async () => {
     // ~10 MB: more than loopback's socket buffers hold, so the upstream's writes must wait.
     const events = 100_000;
-    let pushedBack = 0;
-    const p = await serveUpstream(async (res) => {
-      res.writeHead(200, { 'content-type': 'text/event-stream' });
-      for (let i = 0; i < events; i++) {
-        if (!res.write(event(i))) {
-          pushedBack++;
-          await new Promise((r) => res.once('drain', r));
-        }
-      }
-      res.end();
-    });
+    const sse = await sseUpstream(events);
+    onTestFinished(() => sse.close());
+    const p = (pool = new Pool(sse.origin));
     const relay = new ChatStreamRelay(true);
     const pump = new UpstreamPump(relay, new AbortController().signal);
     await pump.send(p, request);
@@ -456,7 +443,7 @@ describe('UpstreamPump through undici', () => {
       Array.from({ length: events }, (_, i) => event(i)).join('') + 'data: [DONE]\n\n',
     );
     expect(relay.events).toBe(events);
-    expect(pushedBack).toBeGreaterThan(0);
+    expect(sse.pushedBack()).toBeGreaterThan(0);
   });
 
   it('reads a 429 whole with its retry-after, and fails send() on a refused connection', async () => {
