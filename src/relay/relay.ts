@@ -13,7 +13,6 @@ import type { Nano } from '../billing/money.ts';
 import type { EndpointDef } from '../http/endpoints.ts';
 import type { ModelCall } from '../http/model-front.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
-import type { StreamRelay } from '../protocols/stream-relay.ts';
 import { redactSecrets, scrubSecrets } from '../telemetry/logging.ts';
 import type { SlotLease } from '../limits/limiter.ts';
 import { parseJson } from '../protocols/json-read.ts';
@@ -393,8 +392,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 interface StreamStarted {
   kind: 'stream';
   candidate: Candidate;
-  plan: UpstreamPlan;
-  relay: StreamRelay;
+  /** Its relay is `pump.relay`. */
   pump: UpstreamPump;
   first: string;
   release: () => Promise<void>;
@@ -628,8 +626,6 @@ async function dispatch(
     return {
       kind: 'stream',
       candidate,
-      plan,
-      relay,
       pump: stream,
       first,
       release,
@@ -935,7 +931,8 @@ export async function relayModelRoute(
   }
 
   // Stream: commit the response now and pass chunks through as they arrive, honouring backpressure.
-  const { relay, pump, candidate, release } = dispatched;
+  const { pump, candidate, release } = dispatched;
+  const relay = pump.relay;
   let status: SettleStatus = 'ok';
   // The channel's total time bounds the whole stream: one timer per request, none per chunk.
   let timedOut = false;

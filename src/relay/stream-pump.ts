@@ -13,7 +13,7 @@ import type { Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { chunkSocket, writeChunk } from '../http/chunk-frame.ts';
 import type { ClientChunk, StreamRelay } from '../protocols/stream-relay.ts';
-import { headerOf } from './upstream-answer.ts';
+import { abortError, headerOf } from './upstream-answer.ts';
 
 /** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
 export type PumpEnd = { ended: true } | { ended: false; error: unknown };
@@ -84,7 +84,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
       if (this.outcome === null) this.readOn();
     };
     this.onAbort = () => {
-      const err = this.abortError();
+      const err = abortError(this.signal);
       this.cancel(err);
       this.onError(err);
     };
@@ -98,7 +98,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
     return new Promise<void>((resolve, reject) => {
       this.head = { resolve, reject };
       if (this.signal.aborted) {
-        this.onError(this.abortError());
+        this.onError(abortError(this.signal));
         return;
       }
       this.signal.addEventListener('abort', this.onAbort, { once: true });
@@ -176,7 +176,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
 
   onConnect(abort: (err?: Error) => void): void {
     // Aborted while the call waited for a connection: send() has rejected already; nothing goes.
-    if (this.signal.aborted) abort(this.abortError());
+    if (this.signal.aborted) abort(abortError(this.signal));
     else this.abortCall = abort;
   }
 
@@ -235,11 +235,6 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
     this.outcome = outcome;
     this.signal.removeEventListener('abort', this.onAbort);
     done(text);
-  }
-
-  private abortError(): Error {
-    const reason: unknown = this.signal.reason;
-    return reason instanceof Error ? reason : new Error('the call was aborted');
   }
 
   private data(chunk: Buffer): void {

@@ -58,20 +58,15 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
 
   /** Bound once: the signal's listener. */
   readonly onAbort = (): void => {
-    if (this.abort !== null) this.abort(this.abortError());
-    else this.onError(this.abortError());
+    if (this.abort !== null) this.abort(abortError(this.signal));
+    else this.onError(abortError(this.signal));
   };
 
   onConnect(abort: (err?: Error) => void): void {
     // Aborted while the call waited for a connection: the caller has its answer already; the
     // request is not sent.
-    if (this.signal.aborted) abort(this.abortError());
+    if (this.signal.aborted) abort(abortError(this.signal));
     else this.abort = abort;
-  }
-
-  private abortError(): Error {
-    const reason: unknown = this.signal.reason;
-    return reason instanceof Error ? reason : new Error('the call was aborted');
   }
 
   onHeaders(status: number, rawHeaders: Buffer[]): boolean {
@@ -111,6 +106,12 @@ class AnswerHandler implements Dispatcher.DispatchHandler {
     const raw = this.raw!;
     this.resolve({ status: this.status, text, error, header: (name) => headerOf(raw, name) });
   }
+}
+
+/** What an aborted call fails with: the signal's reason when it is an Error. */
+export function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new Error('the call was aborted');
 }
 
 /** The first value of header `name` (lower case) in undici's raw [name, value, …] list. */
