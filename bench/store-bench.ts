@@ -228,7 +228,7 @@ export async function runStoreBench(opts: {
     dataDir: gwDir,
     heartbeatMs: 0,
     leases: true,
-    pgliteWorker: true,
+    workerThread: true,
   });
   try {
     rows.push(...(await benchLeaseStore('pglite-gateway', gw, opts.ops)));

@@ -97,7 +97,7 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
       // through idle spells (decision 0043). On Postgres an idle lease keeps it while the
       // account has room for other instances, up to a minute (decision 0044).
       leases: g.store.url === null ? { idleReturnMs: null } : { idleKeepMs: LEASE_IDLE_KEEP_MS },
-      pgliteWorker: true,
+      workerThread: true,
       ...(opts.heartbeatMs === undefined ? {} : { heartbeatMs: opts.heartbeatMs }),
     }));
   const ownsLimiter = opts.limiter === undefined || opts.limiter === null;

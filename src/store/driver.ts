@@ -8,7 +8,7 @@ export interface Queryable {
   exec(text: string): Promise<void>;
   /**
    * Runs `COPY <into> FROM …` with `data` as its input (text format); `into` is a table and its
-   * column list. PGlite reads the data as a blob (decision 0038), pg as STDIN (pg-copy.ts,
+   * column list. PGlite reads the data as a blob (decision 0038), pg as STDIN (pg-copy.js,
    * decision 0045). Null where a driver has no COPY.
    */
   readonly copyFrom: ((into: string, data: string) => Promise<void>) | null;

@@ -2,6 +2,7 @@
 // embedded PGlite in dataDir (in memory when dataDir is null). Migrates before returning.
 
 import { createPgDriver } from './pg-driver.ts';
+import { createPgWorkerDriver } from './pg-worker-driver.ts';
 import { createPgliteDriver } from './pglite-driver.ts';
 import { createPgliteWorkerDriver } from './pglite-worker-driver.ts';
 import type { SqlStoreOptions } from './sql-store.ts';
@@ -13,17 +14,20 @@ export interface OpenStoreOptions extends Omit<SqlStoreOptions, 'ownsDriver'> {
   /** PGlite data directory; null = in memory. Ignored with a url. */
   dataDir: string | null;
   /**
-   * Run PGlite in a worker thread (the serving gateway: its SQL then never stalls the event
-   * loop). Off for short-lived CLI commands, which would only pay the thread's start.
+   * Run the driver in a worker thread (the serving gateway: PGlite's SQL then never stalls the
+   * event loop, decision 0014; pg's protocol work leaves it, decision 0053). Off for short-lived
+   * CLI commands, which would only pay the thread's start.
    */
-  pgliteWorker?: boolean;
+  workerThread?: boolean;
 }
 
 export async function openStore(options: OpenStoreOptions): Promise<SqlStore> {
   const driver =
     options.url !== null
-      ? createPgDriver({ url: options.url })
-      : options.pgliteWorker === true
+      ? options.workerThread === true
+        ? createPgWorkerDriver({ url: options.url })
+        : createPgDriver({ url: options.url })
+      : options.workerThread === true
         ? await createPgliteWorkerDriver(options.dataDir)
         : await createPgliteDriver(options.dataDir);
   const storeOptions: SqlStoreOptions = { ownsDriver: true };

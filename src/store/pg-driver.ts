@@ -1,19 +1,11 @@
-// Driver over a node-postgres Pool (the multi-instance backend).
-// int8 parses to bigint through a type parser on this pool only; global pg parsers stay untouched.
+// Driver over a node-postgres Pool in this thread: CLI commands and tests. The serving gateway
+// runs the same pool in a worker thread (pg-worker-driver.ts, decision 0053).
 
-import pg from 'pg';
+import type pg from 'pg';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
-import { copyFromStdin } from './pg-copy.ts';
-
-const INT8_OID = 20;
-
-const types: pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
-    if (oid === INT8_OID) return (text: string) => BigInt(text);
-    return pg.types.getTypeParser(oid, format ?? 'text');
-  }) as pg.CustomTypesConfig['getTypeParser'],
-};
+import { copyFromStdin } from './pg-copy.js';
+import { beginOnPool, copyOnPool, createPgPool } from './pg-pool.js';
 
 export interface PgDriverOptions {
   /** postgres://… ; `?options=-c%20search_path%3Dmy_schema` selects a schema. */
@@ -34,30 +26,14 @@ function queryable(client: pg.Pool | pg.PoolClient): Queryable {
     },
     async copyFrom(into: string, data: string): Promise<void> {
       const text = `COPY ${into} FROM STDIN`;
-      // COPY holds one connection from its statement to its end: a pool lends one for it.
-      if (!(client instanceof pg.Pool)) return copyFromStdin(client, text, data);
-      const one = await client.connect();
-      let broken: Error | undefined;
-      try {
-        await copyFromStdin(one, text, data);
-      } catch (err) {
-        // The server's own error (pg's DatabaseError, with a severity) leaves the connection
-        // usable; anything else (a socket error) may not, and the pool must drop it.
-        if ((err as { severity?: unknown }).severity === undefined) broken = err as Error;
-        throw err;
-      } finally {
-        one.release(broken);
-      }
+      if ('release' in client) return copyFromStdin(client, text, data);
+      return copyOnPool(client, text, data);
     },
   };
 }
 
 export function createPgDriver(options: PgDriverOptions): Driver {
-  const pool = new pg.Pool({ connectionString: options.url, max: options.max ?? 10, types });
-  // An idle client losing its connection must not crash the process; the next query reconnects.
-  pool.on('error', (err) =>
-    console.warn(`[store] idle postgres connection failed: ${err.message}`),
-  );
+  const pool = createPgPool(options.url, options.max ?? 10);
   const base = queryable(pool);
   return {
     kind: 'pg',
@@ -65,22 +41,16 @@ export function createPgDriver(options: PgDriverOptions): Driver {
     exec: base.exec,
     copyFrom: base.copyFrom,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
-      const client = await pool.connect();
-      // A connection whose ROLLBACK failed is in an unknown state: the pool must discard it.
-      let broken: Error | undefined;
+      const { client, end } = await beginOnPool(pool);
+      let result: R;
       try {
-        await client.query('BEGIN');
-        const result = await fn(queryable(client));
-        await client.query('COMMIT');
-        return result;
+        result = await fn(queryable(client));
       } catch (err) {
-        await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
-          broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
-        });
+        await end(false);
         throw err;
-      } finally {
-        client.release(broken);
       }
+      await end(true);
+      return result;
     },
     async close(): Promise<void> {
       await pool.end();

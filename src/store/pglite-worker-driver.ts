@@ -6,22 +6,11 @@
 // keeps other queries from running inside it.
 
 import { mkdir } from 'node:fs/promises';
-import { setFlagsFromString } from 'node:v8';
-import { Worker } from 'node:worker_threads';
 import { lockDataDir } from './data-dir-lock.ts';
 import type { Driver, Queryable } from './driver.ts';
 import { toParams } from './driver.ts';
 import { initPgliteDataDir } from './pglite-init.ts';
-
-/** The error PGlite raised in the worker, with its SQLSTATE code when it had one. */
-export class PgliteWorkerError extends Error {
-  readonly code: string | undefined;
-  constructor(message: string, code: string | undefined) {
-    super(message);
-    this.name = 'PgliteWorkerError';
-    this.code = code;
-  }
-}
+import { WorkerChannel } from './worker-channel.ts';
 
 /** A message to the worker thread (pglite-worker.js). */
 interface WorkerRequest {
@@ -44,53 +33,6 @@ interface WorkerRequest {
  */
 const WORKER_YOUNG_GENERATION_MB = 6;
 
-/**
- * The `--max-semi-space-size` this process was started with (V8's flags are process-wide, and
- * that flag overrides a worker's resourceLimits), or null when it was not given.
- */
-function semiSpaceFlag(): string | null {
-  const args = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i]!;
-    if (a.startsWith('--max-semi-space-size=')) return a.slice('--max-semi-space-size='.length);
-    if (a === '--max-semi-space-size' && args[i + 1] !== undefined) return args[i + 1]!;
-  }
-  return null;
-}
-
-/**
- * Starts the worker with its own small young generation. The process flag is lifted while the
- * worker's heap is made (before its 'online') and put back after: the main thread's heap was
- * sized at start and keeps its semi-spaces.
- */
-function startWorker(dataDir: string | null): Worker {
-  const semi = semiSpaceFlag();
-  if (semi !== null) setFlagsFromString('--max-semi-space-size=0');
-  const worker = new Worker(new URL('./pglite-worker.js', import.meta.url), {
-    workerData: { dataDir },
-    resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
-  });
-  if (semi !== null) {
-    let restored = false;
-    const restore = (): void => {
-      if (restored) return;
-      restored = true;
-      setFlagsFromString(`--max-semi-space-size=${semi}`);
-    };
-    worker.once('online', restore);
-    worker.once('error', restore);
-    worker.once('exit', restore);
-  }
-  return worker;
-}
-
-/** The worker's answer to the request with the same id. */
-interface WorkerReply {
-  id: number;
-  rows?: unknown[];
-  error?: { message: string; code?: string; name?: string };
-}
-
 /** dataDir null → in memory (tests); otherwise the directory is created if missing. */
 export async function createPgliteWorkerDriver(dataDir: string | null): Promise<Driver> {
   if (dataDir !== null) await mkdir(dataDir, { recursive: true });
@@ -101,37 +43,13 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     await unlock?.();
     throw err;
   }
-  const worker = startWorker(dataDir);
-  let nextId = 1;
-  const waiting = new Map<
-    number,
-    { resolve: (rows: unknown[]) => void; reject: (e: Error) => void }
-  >();
-  let dead: Error | null = null;
-  worker.on('message', (reply: WorkerReply) => {
-    const w = waiting.get(reply.id);
-    if (w === undefined) return;
-    waiting.delete(reply.id);
-    if (reply.error !== undefined)
-      w.reject(new PgliteWorkerError(reply.error.message, reply.error.code));
-    else w.resolve(reply.rows ?? []);
-  });
-  const fail = (err: Error): void => {
-    dead = err;
-    for (const w of waiting.values()) w.reject(err);
-    waiting.clear();
-  };
-  worker.on('error', fail);
-  worker.on('exit', (code) => fail(new Error(`the PGlite worker exited (${code})`)));
-
-  const send = (op: WorkerRequest['op'], text: string, params: unknown[]): Promise<unknown[]> => {
-    if (dead !== null) return Promise.reject(dead);
-    const id = nextId++;
-    return new Promise((resolve, reject) => {
-      waiting.set(id, { resolve, reject });
-      worker.postMessage({ id, op, text, params } satisfies WorkerRequest);
-    });
-  };
+  const channel = new WorkerChannel<WorkerRequest>(
+    new URL('./pglite-worker.js', import.meta.url),
+    { dataDir },
+    WORKER_YOUNG_GENERATION_MB,
+  );
+  const send = (op: WorkerRequest['op'], text: string, params: unknown[]): Promise<unknown[]> =>
+    channel.send({ op, text, params });
   const copyFrom = async (into: string, data: string): Promise<void> => {
     await send('copy', `COPY ${into} FROM '/dev/blob'`, [data]);
   };
@@ -163,7 +81,7 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
   try {
     await direct.query('SELECT 1');
   } catch (err) {
-    await worker.terminate();
+    await channel.terminate();
     await unlock?.();
     throw err;
   }
@@ -188,9 +106,9 @@ export async function createPgliteWorkerDriver(dataDir: string | null): Promise<
     },
     async close(): Promise<void> {
       try {
-        if (dead === null) await exclusive(() => send('close', '', []));
+        if (channel.failed === null) await exclusive(() => send('close', '', []));
       } finally {
-        await worker.terminate();
+        await channel.terminate();
         await unlock?.();
       }
     },

@@ -4,34 +4,10 @@
 // its WASM) into this thread's isolate too, +16.8 MB of RSS for the life of the process. The
 // messages' types are WorkerRequest and WorkerReply in pglite-worker-driver.ts.
 
-import { readlinkSync } from 'node:fs';
-import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { pgliteOptions } from './pglite-options.js';
-
-/**
- * The writes this thread runs are behind the answers (write-behind, decision 0013); the event
- * loop's requests are not. On a busy 2-core host the two threads, the load and the upstream
- * compete for the cores, and a request waited behind a write's time slice. With this thread at
- * nice 5, at 500 req/s: event-loop delay p99 3.45 → 2.5–2.7 ms and max 16–60 → 8 ms, request
- * p99 8–20 → 5.6–7 ms (two scratch runs each), throughput unchanged. Without contention it
- * changes nothing.
- */
-const WORKER_NICE_STEP = 5;
-
-/**
- * Linux: setpriority() on this thread's own task id, `step` nicer than it runs now (a process
- * already niced stays relative); elsewhere (no /proc) it is skipped.
- */
-function lowerThisThreadsPriority(step) {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isInteger(tid) && tid > 0) setPriority(tid, Math.min(19, getPriority(tid) + step));
-  } catch {
-    // Not Linux, or not allowed: run at the process's priority.
-  }
-}
+import { lowerThisThreadsPriority, WORKER_NICE_STEP } from './worker-nice.js';
 
 const { dataDir } = workerData;
 lowerThisThreadsPriority(WORKER_NICE_STEP);

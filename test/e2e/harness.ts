@@ -192,7 +192,7 @@ export function e2eStore(): Promise<SqlStore> {
     dataDir: null,
     heartbeatMs: 0,
     leases: { idleReturnMs: null },
-    pgliteWorker: true,
+    workerThread: true,
   });
   return sharedStore;
 }

@@ -1,24 +1,31 @@
-// COPY … FROM STDIN on node-postgres (src/store/pg-copy.ts, decision 0045), on a real Postgres:
+// COPY … FROM STDIN on node-postgres (src/store/pg-copy.js, decision 0045), on a real Postgres:
 // rows go in as text COPY reads them, a server error rejects with its SQLSTATE, and the
-// connection it ran on serves the next statement, on the pool and inside a transaction.
+// connection it ran on serves the next statement, on the pool and inside a transaction; with the
+// pool in this thread (CLI commands) and in the gateway's worker thread (decision 0053).
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
 import { randomBase62 } from '../../src/store/ids.ts';
 import { createPgDriver } from '../../src/store/pg-driver.ts';
+import { createPgWorkerDriver } from '../../src/store/pg-worker-driver.ts';
 import { describeWithoutPostgres, PG_URL, pgAdmin, pgUnreachable } from './pg-server.ts';
 
 const unreachable = await pgUnreachable();
 
-if (unreachable === null) {
-  describe('COPY FROM STDIN (Postgres driver)', () => {
+const drivers = [
+  ['in this thread', createPgDriver],
+  ['worker thread', createPgWorkerDriver],
+] as const;
+
+for (const [where, createDriver] of unreachable === null ? drivers : []) {
+  describe(`COPY FROM STDIN (Postgres driver, ${where})`, () => {
     const schema = `sy_pgcopy_${randomBase62(10).toLowerCase()}`;
     let driver: Driver;
 
     beforeAll(async () => {
       await pgAdmin(`CREATE SCHEMA ${schema}`);
       // Two connections, so a connection a failed COPY broke would soon be handed out again.
-      driver = createPgDriver({
+      driver = createDriver({
         url: `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`,
         max: 2,
       });
@@ -80,6 +87,7 @@ if (unreachable === null) {
       expect((await driver.query<{ n: bigint }>('SELECT count(*) AS n FROM t'))[0]!.n).toBe(5n);
     });
   });
-} else {
+}
+if (unreachable !== null) {
   describeWithoutPostgres('COPY FROM STDIN (Postgres driver)', unreachable);
 }

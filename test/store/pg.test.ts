@@ -15,7 +15,8 @@ const unreachable = await pgUnreachable();
 if (unreachable === null) {
   const schemas: string[] = [];
   const stores: SqlStore[] = [];
-  // Once with one statement per reserve and settle, once with the gateway's lease book.
+  // Once with one statement per reserve and settle on a pool in this thread (as CLI commands run
+  // it); once as the gateway runs it: the lease book, the pool in a worker thread.
   for (const leases of [false, true]) {
     const harness: StoreHarness = {
       async createDatabase() {
@@ -30,6 +31,7 @@ if (unreachable === null) {
               dataDir: null,
               heartbeatMs: 0,
               leases: override ?? leases,
+              workerThread: leases,
             });
             stores.push(store);
             return store;
@@ -42,7 +44,7 @@ if (unreachable === null) {
         if (dropped.length > 0) await pgAdmin(`DROP SCHEMA ${dropped.join(', ')} CASCADE`);
       },
     };
-    describeStoreConformance(`Postgres${leases ? ', leases' : ''}`, harness);
+    describeStoreConformance(`Postgres${leases ? ', leases, worker thread' : ''}`, harness);
     if (leases) {
       describeLeaseConformance('Postgres', harness);
       // Every settlement by COPY (decision 0045), not only batches of COPY_MIN_ROWS and more.

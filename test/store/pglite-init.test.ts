@@ -22,14 +22,14 @@ describe('creating the embedded data directory', () => {
 
   it('a new directory is created by a child process, then serves and keeps its data', async () => {
     const dataDir = join(await parentDir(), 'data');
-    const store = await openStore({ url: null, dataDir, pgliteWorker: true, heartbeatMs: 0 });
+    const store = await openStore({ url: null, dataDir, workerThread: true, heartbeatMs: 0 });
     const account = await store.createAccount({ name: 'fresh' });
     await store.close();
     await access(join(dataDir, 'PG_VERSION'));
 
     // Already a cluster: nothing to create, and the data is still there.
     await initPgliteDataDir(dataDir);
-    const again = await openStore({ url: null, dataDir, pgliteWorker: true, heartbeatMs: 0 });
+    const again = await openStore({ url: null, dataDir, workerThread: true, heartbeatMs: 0 });
     try {
       expect((await again.getAccount(account.id))?.name).toBe('fresh');
     } finally {

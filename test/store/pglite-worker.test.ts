@@ -25,7 +25,7 @@ describe.skipIf(process.platform !== 'linux')('the PGlite worker thread', () => 
   it('runs 5 nicer than the thread that opened the store', async () => {
     const before = await threadNices();
     const mine = before.get(process.pid) ?? 0;
-    const store = await openStore({ url: null, dataDir: null, pgliteWorker: true, heartbeatMs: 0 });
+    const store = await openStore({ url: null, dataDir: null, workerThread: true, heartbeatMs: 0 });
     try {
       await store.listAccounts();
       const after = await threadNices();
@@ -48,7 +48,7 @@ describe.skipIf(process.platform !== 'linux')('the PGlite worker thread', () => 
         const w = new Worker('require("worker_threads").parentPort.postMessage(require("v8").getHeapStatistics().heap_size_limit)', { eval: true });
         w.once('message', (m) => { resolve(m); void w.terminate(); });
       });
-      const store = await openStore({ url: null, dataDir: null, pgliteWorker: true, heartbeatMs: 0 });
+      const store = await openStore({ url: null, dataDir: null, workerThread: true, heartbeatMs: 0 });
       await store.listAccounts();
       const report = process.report.getReport();
       const out = {

@@ -1,0 +1,83 @@
+// The Postgres store's driver for the serving gateway: the node-postgres pool runs in a worker
+// thread (pg-worker.js, decision 0053) and this end posts each statement and receives its rows.
+// On the event loop a query cost ~120 µs of the main thread (socket write and read, the
+// protocol's parsing, the pool's checkout and idle timer) against ~30 µs for a message round
+// trip, and the write-behind, the lease book and the key cache's poll ran between streams'
+// chunks. Same SQL and results as pg-driver.ts.
+
+import type { Driver, Queryable } from './driver.ts';
+import { toParams } from './driver.ts';
+import { WorkerChannel } from './worker-channel.ts';
+
+/** A message to the worker thread (pg-worker.js). */
+interface PgWorkerRequest {
+  id: number;
+  op: 'query' | 'exec' | 'copy' | 'begin' | 'end' | 'close';
+  /** The transaction the statement runs in (the connection it holds); 0: any pool connection. */
+  tx: number;
+  text: string;
+  /** The statement's parameters; for 'copy', COPY's input; for 'end', whether to commit. */
+  params: unknown[];
+}
+
+/**
+ * The worker's young generation (MB). It allocates the protocol's buffers and the rows, a few
+ * hundred KB a second under the bench's streams; the gateway's `--max-semi-space-size=16` is not
+ * for this thread (see worker-channel.ts).
+ */
+const WORKER_YOUNG_GENERATION_MB = 4;
+
+export interface PgWorkerDriverOptions {
+  /** postgres://… ; `?options=-c%20search_path%3Dmy_schema` selects a schema. */
+  url: string;
+  /** Pool size; default 10. */
+  max?: number;
+}
+
+export function createPgWorkerDriver(options: PgWorkerDriverOptions): Driver {
+  const channel = new WorkerChannel<PgWorkerRequest>(
+    new URL('./pg-worker.js', import.meta.url),
+    { url: options.url, max: options.max ?? 10 },
+    WORKER_YOUNG_GENERATION_MB,
+  );
+  let nextTx = 1;
+  const on = (tx: number): Queryable => ({
+    async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
+      return (await channel.send({ op: 'query', tx, text, params: toParams(params) })) as T[];
+    },
+    async exec(text: string): Promise<void> {
+      await channel.send({ op: 'exec', tx, text, params: [] });
+    },
+    async copyFrom(into: string, data: string): Promise<void> {
+      await channel.send({ op: 'copy', tx, text: `COPY ${into} FROM STDIN`, params: [data] });
+    },
+  });
+  const pool = on(0);
+  return {
+    kind: 'pg',
+    query: pool.query,
+    exec: pool.exec,
+    copyFrom: pool.copyFrom,
+    async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
+      const tx = nextTx++;
+      await channel.send({ op: 'begin', tx, text: '', params: [] });
+      let result: R;
+      try {
+        result = await fn(on(tx));
+      } catch (err) {
+        await channel.send({ op: 'end', tx, text: '', params: [false] }).catch(() => undefined);
+        throw err;
+      }
+      await channel.send({ op: 'end', tx, text: '', params: [true] });
+      return result;
+    },
+    async close(): Promise<void> {
+      try {
+        if (channel.failed === null)
+          await channel.send({ op: 'close', tx: 0, text: '', params: [] });
+      } finally {
+        await channel.terminate();
+      }
+    },
+  };
+}
