@@ -27,8 +27,9 @@ export type RedisLimiterOptions = {
   ownsClient?: boolean;
   /**
    * How often the blacklist mirror asks Redis whether the blacklist changed (one GET of a
-   * version counter); a restriction added or lifted through another process is seen here
-   * within this time. 0 turns the mirror off: every check is an HMGET.
+   * version counter) while it is not subscribed to the changes; a restriction added or lifted
+   * through another process is seen here within this time then, and at once (a message) while
+   * subscribed. 0 turns the mirror off: every check is an HMGET.
    */
   blacklistSyncMs?: number;
   /**
@@ -67,23 +68,41 @@ const NO_RPM: RpmResult = {
  * its body is read) needs no round trip: on the Postgres+Redis gateway each HMGET was a
  * sequential Redis round trip on the request path, one event-loop turn under load. Changes made
  * through this process apply to the copy at once; changes made elsewhere bump a version counter
- * in Redis (in the same script), which the copy polls every `syncMs` and reloads on. It is
- * trusted for 4 sync periods: past that (Redis unreachable, sync failing) checks go to Redis
- * again, so the resilient limiter's policy applies as before. Entries lift by their untilMs.
+ * in Redis and publish on a channel of the same name (in the same script). The copy subscribes
+ * to that channel on a connection of its own and reloads when told (decision 0053); while it is
+ * subscribed it also polls the version every MIRROR_SUBSCRIBED_POLL_MS (a message lost to a
+ * connection that died quietly, an older instance that does not publish), otherwise every
+ * `syncMs`. Trusted while subscribed and synced within two such polls, else for 4 sync periods:
+ * past that (Redis unreachable, sync failing) checks go to Redis again, so the resilient
+ * limiter's policy applies as before. Entries lift by their untilMs.
  */
 interface BlacklistMirror {
   entries: Map<string, BlacklistEntry>;
   version: string | null;
+  /** When the last successful sync asked for the version (this host's clock). */
   syncedAtMs: number;
   /** A full reload at least this often, version or not (an instance that does not bump it). */
   reloadedAtMs: number;
   timer: NodeJS.Timeout | null;
   syncing: boolean;
+  /** A sync was asked for while one ran: it runs again when done (it may have read too early). */
+  syncAgain: boolean;
   /** Local changes made while a reload was reading: applied again on top of what it read. */
   changedDuringSync: Map<string, BlacklistEntry | null>;
+  /** The connection that listens for changes (started with the copy), or null. */
+  subscriber: Redis | null;
+  /** When its subscription was confirmed; null while it is not subscribed. */
+  subscribedAtMs: number | null;
 }
 
 const MIRROR_FULL_RELOAD_MS = 5_000;
+
+/**
+ * The version poll while subscribed. At the 250 ms poll the Postgres+Redis gateway's idle main
+ * thread woke 4 times a second for it, a few hundred µs of CPU a wake-up on the bench's host
+ * (docs/performance.md, session 38).
+ */
+const MIRROR_SUBSCRIBED_POLL_MS = 5_000;
 
 export class RedisLimiter implements Limiter {
   readonly windowMs: number;
@@ -132,7 +151,10 @@ export class RedisLimiter implements Limiter {
       reloadedAtMs: -Infinity,
       timer: null,
       syncing: false,
+      syncAgain: false,
       changedDuringSync: new Map(),
+      subscriber: null,
+      subscribedAtMs: null,
     };
   }
 
@@ -567,14 +589,25 @@ export class RedisLimiter implements Limiter {
   async isBlacklisted(source: string): Promise<BlacklistEntry | null> {
     const m = this.mirror;
     if (this.syncMs > 0 && !this.closed) {
-      if (m.timer === null) this.startMirror();
+      if (m.timer === null && m.subscriber === null) this.startMirror();
       const now = Date.now();
-      if (now - m.syncedAtMs <= this.syncMs * 4) {
+      if (now - m.syncedAtMs <= this.mirrorTrustMs()) {
         const entry = m.entries.get(source);
         return entry !== undefined && entry.untilMs > now ? entry : null;
       }
     }
     return this.fetchEntry(source);
+  }
+
+  /** Subscribed, with a sync that asked after the subscription: then the copy misses nothing. */
+  private mirrorSubscribed(): boolean {
+    const at = this.mirror.subscribedAtMs;
+    return at !== null && this.mirror.syncedAtMs >= at;
+  }
+
+  /** How long after its last sync the copy answers checks. */
+  private mirrorTrustMs(): number {
+    return this.mirrorSubscribed() ? 2 * MIRROR_SUBSCRIBED_POLL_MS : 4 * this.syncMs;
   }
 
   /** One HMGET: Redis drops the hash at untilMs (PEXPIREAT on its own clock), so no script. */
@@ -590,32 +623,77 @@ export class RedisLimiter implements Limiter {
   }
 
   private startMirror(): void {
+    const m = this.mirror;
+    const channel = this.versionKey();
+    // Its own connection: one in subscriber mode takes no other command. It resubscribes here,
+    // on each 'ready', so the copy knows when it listens again.
+    const sub = this.client.duplicate({
+      autoResubscribe: false,
+      lazyConnect: false,
+      // Named, so CLIENT LIST tells it from the limiter's own connection.
+      connectionName: `${this.prefix}blacklist-mirror`,
+    });
+    m.subscriber = sub;
+    // Its failures show on the limiter's own connection; this one reconnects by itself.
+    sub.on('error', () => undefined);
+    sub.on('close', () => {
+      m.subscribedAtMs = null;
+    });
+    sub.on('ready', () => {
+      sub.subscribe(channel).then(
+        () => {
+          if (this.closed) return;
+          m.subscribedAtMs = Date.now();
+          void this.syncMirror().catch(() => undefined);
+        },
+        () => undefined,
+      );
+    });
+    sub.on('message', (from: string) => {
+      if (from === channel) void this.syncMirror().catch(() => undefined);
+    });
     const tick = (): void => {
-      void this.syncMirror().catch(() => undefined);
+      m.timer = null;
+      void this.syncMirror()
+        .catch(() => undefined)
+        .finally(() => {
+          if (this.closed || m.timer !== null) return;
+          const wait = this.mirrorSubscribed() ? MIRROR_SUBSCRIBED_POLL_MS : this.syncMs;
+          m.timer = setTimeout(tick, wait);
+          m.timer.unref();
+        });
     };
-    this.mirror.timer = setInterval(tick, this.syncMs);
-    this.mirror.timer.unref();
     tick();
   }
 
-  /** Reloads the mirror when the version moved (or every MIRROR_FULL_RELOAD_MS). */
+  /**
+   * Reloads the mirror when the version moved (or every MIRROR_FULL_RELOAD_MS). Asked for while
+   * one runs, it runs once more after it: a message may have come after its GET.
+   */
   private async syncMirror(): Promise<void> {
     const m = this.mirror;
-    if (m.syncing) return;
+    if (m.syncing) {
+      m.syncAgain = true;
+      return;
+    }
     m.syncing = true;
     try {
-      const asked = Date.now();
-      const version = await this.client.get(this.versionKey());
-      if (version !== m.version || asked - m.reloadedAtMs >= MIRROR_FULL_RELOAD_MS) {
-        const entries = await this.listBlacklist();
-        m.entries = new Map(entries.map((e) => [e.source, e]));
-        for (const [source, entry] of m.changedDuringSync) this.mirrorSet(source, entry);
-        m.version = version;
-        m.reloadedAtMs = asked;
-      }
-      m.syncedAtMs = asked;
+      do {
+        m.syncAgain = false;
+        const asked = Date.now();
+        const version = await this.client.get(this.versionKey());
+        if (version !== m.version || asked - m.reloadedAtMs >= MIRROR_FULL_RELOAD_MS) {
+          const entries = await this.listBlacklist();
+          m.entries = new Map(entries.map((e) => [e.source, e]));
+          for (const [source, entry] of m.changedDuringSync) this.mirrorSet(source, entry);
+          m.version = version;
+          m.reloadedAtMs = asked;
+        }
+        m.syncedAtMs = asked;
+      } while (m.syncAgain && !this.closed);
     } finally {
       m.syncing = false;
+      m.syncAgain = false;
       m.changedDuringSync.clear();
     }
   }
@@ -706,8 +784,11 @@ export class RedisLimiter implements Limiter {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.mirror.timer !== null) clearInterval(this.mirror.timer);
+    if (this.mirror.timer !== null) clearTimeout(this.mirror.timer);
     this.mirror.timer = null;
+    this.mirror.subscriber?.disconnect();
+    this.mirror.subscriber = null;
+    this.mirror.subscribedAtMs = null;
     // Unused blocks go back now, so other processes need not wait for their hits and slots.
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;

@@ -137,7 +137,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 
 /**
  * KEYS[1] strike zset, KEYS[2] blacklist hash of the source, KEYS[3] blacklist index zset,
- * KEYS[4] blacklist version (INCR on every change, so mirrors know to reload).
+ * KEYS[4] blacklist version (INCR on every change, and PUBLISHed on the channel of the same name, so
+ * mirrors know to reload).
  * ARGV max, windowMs, banMs, member, reason, source.
  * Returns nil below max, else {reason, untilMs, addedBy} of the restriction in force.
  */
@@ -159,12 +160,12 @@ redis.call('HSET', KEYS[2], 'reason', ARGV[5], 'untilMs', untilMs, 'addedBy', 'r
 redis.call('PEXPIREAT', KEYS[2], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], untilMs, ARGV[6])
-redis.call('INCR', KEYS[4])
+redis.call('PUBLISH', KEYS[4], redis.call('INCR', KEYS[4]))
 return {ARGV[5], untilMs, 'rule'}
 `;
 
 /**
- * KEYS[1] blacklist hash of the source, KEYS[2] index zset, KEYS[3] version.
+ * KEYS[1] blacklist hash of the source, KEYS[2] index zset, KEYS[3] version (INCR and PUBLISH).
  * ARGV banMs, reason, source. Returns untilMs.
  */
 const ADD_TO_BLACKLIST = `${NOW}
@@ -173,18 +174,18 @@ redis.call('HSET', KEYS[1], 'reason', ARGV[2], 'untilMs', untilMs, 'addedBy', 'a
 redis.call('PEXPIREAT', KEYS[1], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], untilMs, ARGV[3])
-redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
 return untilMs
 `;
 
 /**
- * KEYS[1] blacklist hash, KEYS[2] index zset, KEYS[3] version. ARGV source. Returns 1 if a
+ * KEYS[1] blacklist hash, KEYS[2] index zset, KEYS[3] version (INCR and PUBLISH). ARGV source. Returns 1 if a
  * restriction lifted.
  */
 const REMOVE_FROM_BLACKLIST = `
 local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('INCR', KEYS[3])
+redis.call('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
 return existed
 `;
 

@@ -62,7 +62,7 @@ let harnesses = 0;
 /** A limiter with its own connection, as one gateway process would have. */
 async function limiterAt(
   prefix: string,
-  options: { leaseMs?: number | undefined; windowMs?: number } = {},
+  options: { leaseMs?: number | undefined; windowMs?: number; blacklistSyncMs?: number } = {},
 ): Promise<RedisLimiter> {
   const client = connectLimiterRedis(REDIS_URL);
   await whenRedisReady(client);
@@ -71,7 +71,7 @@ async function limiterAt(
     keyPrefix: prefix,
     windowMs: options.windowMs ?? WINDOW_MS,
     ownsClient: true,
-    blacklistSyncMs: SYNC_MS,
+    blacklistSyncMs: options.blacklistSyncMs ?? SYNC_MS,
     ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
   });
 }
@@ -579,7 +579,81 @@ function onAhead(
     expect(hmget).not.toHaveBeenCalled();
     await Promise.all([a.close(), b.close()]);
   });
+
+  it('hears of a change made elsewhere when it is made, not at its next poll', async () => {
+    const prefix = `${RUN_PREFIX}pushed-bl:`;
+    // Polls a minute apart: only the published change can reach b within the test.
+    const [a, b] = await Promise.all([
+      limiterAt(prefix, { blacklistSyncMs: 60_000 }),
+      limiterAt(prefix, { blacklistSyncMs: 60_000 }),
+    ]);
+    await b.isBlacklisted('ip:9'); // starts b's copy
+    await untilSubscribed(`${prefix}blacklist-mirror`);
+    const get = vi.spyOn(b.client, 'get');
+    const hmget = vi.spyOn(b.client, 'hmget');
+    const entry = await a.addToBlacklist('ip:9', 60_000, 'abuse');
+    await eventually(async () => (await b.isBlacklisted('ip:9')) !== null);
+    expect(await b.isBlacklisted('ip:9')).toEqual(entry);
+    await a.removeFromBlacklist('ip:9');
+    await eventually(async () => (await b.isBlacklisted('ip:9')) === null);
+    // One version read a change, and the checks all answered from the copy.
+    expect(get.mock.calls.length).toBeLessThanOrEqual(2);
+    expect(hmget).not.toHaveBeenCalled();
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('catches up on a change published while its subscription was down', async () => {
+    const prefix = `${RUN_PREFIX}resub-bl:`;
+    const name = `${prefix}blacklist-mirror`;
+    const [a, b] = await Promise.all([
+      limiterAt(prefix, { blacklistSyncMs: 60_000 }),
+      limiterAt(prefix, { blacklistSyncMs: 60_000 }),
+    ]);
+    await b.isBlacklisted('ip:10');
+    await untilSubscribed(name);
+    const admin = new Redis(REDIS_URL);
+    try {
+      const killed = await clientId(admin, name);
+      await admin.call('CLIENT', 'KILL', 'ID', String(killed));
+      // Published while b's subscriber is gone: the message is lost, the version stays.
+      const entry = await a.addToBlacklist('ip:10', 60_000, 'abuse');
+      // ioredis reconnects within ~50 ms; b subscribes again and reads the version (not at its
+      // next poll, a minute away).
+      await eventually(async () => {
+        const id = await clientId(admin, name);
+        return id !== null && id !== killed;
+      });
+      const hmget = vi.spyOn(b.client, 'hmget');
+      await eventually(async () => (await b.isBlacklisted('ip:10')) !== null);
+      expect(await b.isBlacklisted('ip:10')).toEqual(entry);
+      expect(hmget).not.toHaveBeenCalled();
+    } finally {
+      await admin.quit();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
 });
+
+/** The id of the connection named `name` (CLIENT LIST), or null. */
+async function clientId(admin: Redis, name: string): Promise<number | null> {
+  const list = String(await admin.call('CLIENT', 'LIST', 'TYPE', 'pubsub'));
+  for (const line of list.split('\n')) {
+    if (!line.includes(` name=${name} `)) continue;
+    const id = /(?:^|\s)id=(\d+)/.exec(line);
+    if (id !== null) return Number(id[1]);
+  }
+  return null;
+}
+
+/** Waits until the connection named `name` is a subscriber. */
+async function untilSubscribed(name: string): Promise<void> {
+  const admin = new Redis(REDIS_URL);
+  try {
+    await eventually(async () => (await clientId(admin, name)) !== null);
+  } finally {
+    await admin.quit();
+  }
+}
 
 describe('when Redis is unreachable', () => {
   const DEAD = 'redis://127.0.0.1:1';
