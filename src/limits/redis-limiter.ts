@@ -69,12 +69,13 @@ const NO_RPM: RpmResult = {
  * sequential Redis round trip on the request path, one event-loop turn under load. Changes made
  * through this process apply to the copy at once; changes made elsewhere bump a version counter
  * in Redis and publish on a channel of the same name (in the same script). The copy subscribes
- * to that channel on a connection of its own and reloads when told (decision 0053); while it is
+ * to that channel on a connection of its own and reloads when told (decision 0054); while it is
  * subscribed it also polls the version every MIRROR_SUBSCRIBED_POLL_MS (a message lost to a
  * connection that died quietly, an older instance that does not publish), otherwise every
- * `syncMs`. Trusted while subscribed and synced within two such polls, else for 4 sync periods:
- * past that (Redis unreachable, sync failing) checks go to Redis again, so the resilient
- * limiter's policy applies as before. Entries lift by their untilMs.
+ * `syncMs`. From a message (or a new subscription) until a sync that started after it succeeds,
+ * checks go to Redis. Otherwise trusted while subscribed and synced within two such polls, else
+ * for 4 sync periods: past that (Redis unreachable, sync failing) checks go to Redis again, so
+ * the resilient limiter's policy applies as before. Entries lift by their untilMs.
  */
 interface BlacklistMirror {
   entries: Map<string, BlacklistEntry>;
@@ -91,8 +92,14 @@ interface BlacklistMirror {
   changedDuringSync: Map<string, BlacklistEntry | null>;
   /** The connection that listens for changes (started with the copy), or null. */
   subscriber: Redis | null;
-  /** When its subscription was confirmed; null while it is not subscribed. */
-  subscribedAtMs: number | null;
+  /** Its subscription is confirmed and its connection has not closed since. */
+  subscribed: boolean;
+  /** A failed SUBSCRIBE was logged (once: an ACL without the channel fails every time). */
+  subscribeFailed: boolean;
+  /** Changes heard of (messages, subscriptions made), counted. */
+  heard: number;
+  /** `heard` when the last successful sync started: behind it, the copy may miss a change. */
+  syncedHeard: number;
 }
 
 const MIRROR_FULL_RELOAD_MS = 5_000;
@@ -154,7 +161,10 @@ export class RedisLimiter implements Limiter {
       syncAgain: false,
       changedDuringSync: new Map(),
       subscriber: null,
-      subscribedAtMs: null,
+      subscribed: false,
+      subscribeFailed: false,
+      heard: 0,
+      syncedHeard: 0,
     };
   }
 
@@ -591,7 +601,7 @@ export class RedisLimiter implements Limiter {
     if (this.syncMs > 0 && !this.closed) {
       if (m.timer === null && m.subscriber === null) this.startMirror();
       const now = Date.now();
-      if (now - m.syncedAtMs <= this.mirrorTrustMs()) {
+      if (this.mirrorTrusted(now)) {
         const entry = m.entries.get(source);
         return entry !== undefined && entry.untilMs > now ? entry : null;
       }
@@ -599,15 +609,21 @@ export class RedisLimiter implements Limiter {
     return this.fetchEntry(source);
   }
 
-  /** Subscribed, with a sync that asked after the subscription: then the copy misses nothing. */
+  /** Subscribed, and synced since: then the copy misses nothing. */
   private mirrorSubscribed(): boolean {
-    const at = this.mirror.subscribedAtMs;
-    return at !== null && this.mirror.syncedAtMs >= at;
+    return this.mirror.subscribed && this.mirrorCurrent();
   }
 
-  /** How long after its last sync the copy answers checks. */
-  private mirrorTrustMs(): number {
-    return this.mirrorSubscribed() ? 2 * MIRROR_SUBSCRIBED_POLL_MS : 4 * this.syncMs;
+  /** No change heard of (nor a subscription made) since the last sync started. */
+  private mirrorCurrent(): boolean {
+    return this.mirror.syncedHeard === this.mirror.heard;
+  }
+
+  /** Whether the copy answers checks: current, and synced within its trust. */
+  private mirrorTrusted(now: number): boolean {
+    if (!this.mirrorCurrent()) return false;
+    const trustMs = this.mirror.subscribed ? 2 * MIRROR_SUBSCRIBED_POLL_MS : 4 * this.syncMs;
+    return now - this.mirror.syncedAtMs <= trustMs;
   }
 
   /** One HMGET: Redis drops the hash at untilMs (PEXPIREAT on its own clock), so no script. */
@@ -634,36 +650,61 @@ export class RedisLimiter implements Limiter {
       connectionName: `${this.prefix}blacklist-mirror`,
     });
     m.subscriber = sub;
-    // Its failures show on the limiter's own connection; this one reconnects by itself.
+    // Connection errors show on the limiter's own connection too; this one reconnects by itself.
     sub.on('error', () => undefined);
     sub.on('close', () => {
-      m.subscribedAtMs = null;
+      if (!m.subscribed) return;
+      m.subscribed = false;
+      // Back to the short poll until it listens again.
+      this.scheduleMirrorSync(this.syncMs);
     });
     sub.on('ready', () => {
       sub.subscribe(channel).then(
         () => {
           if (this.closed) return;
-          m.subscribedAtMs = Date.now();
-          void this.syncMirror().catch(() => undefined);
+          m.subscribed = true;
+          // What was published while it did not listen is read now.
+          this.heardOfChange();
         },
-        () => undefined,
+        (err: unknown) => {
+          if (m.subscribeFailed) return;
+          m.subscribeFailed = true;
+          const reason = err instanceof Error ? err.message : String(err);
+          console.warn(`[limits] blacklist changes: subscribe failed, polling instead: ${reason}`);
+        },
       );
     });
     sub.on('message', (from: string) => {
-      if (from === channel) void this.syncMirror().catch(() => undefined);
+      if (from === channel) this.heardOfChange();
     });
-    const tick = (): void => {
-      m.timer = null;
-      void this.syncMirror()
-        .catch(() => undefined)
-        .finally(() => {
-          if (this.closed || m.timer !== null) return;
-          const wait = this.mirrorSubscribed() ? MIRROR_SUBSCRIBED_POLL_MS : this.syncMs;
-          m.timer = setTimeout(tick, wait);
-          m.timer.unref();
-        });
-    };
-    tick();
+    this.mirrorTick();
+  }
+
+  /** A change (or a new subscription): the copy is not trusted until a sync that starts after. */
+  private heardOfChange(): void {
+    this.mirror.heard++;
+    void this.syncMirror().catch(() => undefined);
+  }
+
+  private mirrorTick(): void {
+    const m = this.mirror;
+    m.timer = null;
+    void this.syncMirror()
+      .catch(() => undefined)
+      .finally(() => {
+        if (m.timer === null)
+          this.scheduleMirrorSync(
+            this.mirrorSubscribed() ? MIRROR_SUBSCRIBED_POLL_MS : this.syncMs,
+          );
+      });
+  }
+
+  private scheduleMirrorSync(wait: number): void {
+    const m = this.mirror;
+    if (this.closed) return;
+    if (m.timer !== null) clearTimeout(m.timer);
+    m.timer = setTimeout(() => this.mirrorTick(), wait);
+    m.timer.unref();
   }
 
   /**
@@ -680,6 +721,7 @@ export class RedisLimiter implements Limiter {
     try {
       do {
         m.syncAgain = false;
+        const heard = m.heard;
         const asked = Date.now();
         const version = await this.client.get(this.versionKey());
         if (version !== m.version || asked - m.reloadedAtMs >= MIRROR_FULL_RELOAD_MS) {
@@ -690,6 +732,7 @@ export class RedisLimiter implements Limiter {
           m.reloadedAtMs = asked;
         }
         m.syncedAtMs = asked;
+        m.syncedHeard = heard;
       } while (m.syncAgain && !this.closed);
     } finally {
       m.syncing = false;
@@ -788,7 +831,7 @@ export class RedisLimiter implements Limiter {
     this.mirror.timer = null;
     this.mirror.subscriber?.disconnect();
     this.mirror.subscriber = null;
-    this.mirror.subscribedAtMs = null;
+    this.mirror.subscribed = false;
     // Unused blocks go back now, so other processes need not wait for their hits and slots.
     if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
     this.sweepTimer = null;

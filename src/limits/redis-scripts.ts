@@ -137,8 +137,9 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 
 /**
  * KEYS[1] strike zset, KEYS[2] blacklist hash of the source, KEYS[3] blacklist index zset,
- * KEYS[4] blacklist version (INCR on every change, and PUBLISHed on the channel of the same name, so
- * mirrors know to reload).
+ * KEYS[4] blacklist version (INCR on every change, so mirrors know to reload; PUBLISHed on the
+ * channel of the same name, by pcall: a user whose ACL lacks the channel still changes the list,
+ * and mirrors see it at their poll).
  * ARGV max, windowMs, banMs, member, reason, source.
  * Returns nil below max, else {reason, untilMs, addedBy} of the restriction in force.
  */
@@ -160,7 +161,7 @@ redis.call('HSET', KEYS[2], 'reason', ARGV[5], 'untilMs', untilMs, 'addedBy', 'r
 redis.call('PEXPIREAT', KEYS[2], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], untilMs, ARGV[6])
-redis.call('PUBLISH', KEYS[4], redis.call('INCR', KEYS[4]))
+redis.pcall('PUBLISH', KEYS[4], redis.call('INCR', KEYS[4]))
 return {ARGV[5], untilMs, 'rule'}
 `;
 
@@ -174,7 +175,7 @@ redis.call('HSET', KEYS[1], 'reason', ARGV[2], 'untilMs', untilMs, 'addedBy', 'a
 redis.call('PEXPIREAT', KEYS[1], untilMs)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], untilMs, ARGV[3])
-redis.call('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
+redis.pcall('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
 return untilMs
 `;
 
@@ -185,7 +186,7 @@ return untilMs
 const REMOVE_FROM_BLACKLIST = `
 local existed = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
+redis.pcall('PUBLISH', KEYS[3], redis.call('INCR', KEYS[3]))
 return existed
 `;
 

@@ -24,20 +24,41 @@ export function createPgPool(url, max) {
 }
 
 /**
+ * A connection borrowed from the pool for more than one statement. pg-pool drops its own 'error'
+ * listener while a connection is out, and a connection lost then (a server restart,
+ * pg_terminate_backend, idle_in_transaction_session_timeout) emits 'error' on the client: with no
+ * listener that is an uncaught exception, which in the worker thread ended the thread. Here it is
+ * kept, the next statement on the connection fails, and release() makes the pool drop it.
+ */
+async function borrow(pool) {
+  const client = await pool.connect();
+  let lost;
+  const onError = (err) => {
+    lost = err;
+  };
+  client.on('error', onError);
+  const release = (err) => {
+    client.off('error', onError);
+    client.release(lost ?? err);
+  };
+  return { client, release };
+}
+
+/**
  * COPY holds one connection from its statement to its end: on a pool, it borrows one. The
  * server's own error (pg's DatabaseError, with a severity) leaves the connection usable; anything
  * else (a socket error) may not, and the pool must drop it.
  */
 export async function copyOnPool(pool, text, data) {
-  const one = await pool.connect();
+  const { client, release } = await borrow(pool);
   let broken;
   try {
-    await copyFromStdin(one, text, data);
+    await copyFromStdin(client, text, data);
   } catch (err) {
     if (err?.severity === undefined) broken = err;
     throw err;
   } finally {
-    one.release(broken);
+    release(broken);
   }
 }
 
@@ -46,11 +67,11 @@ export async function copyOnPool(pool, text, data) {
  * connection back. A connection whose ROLLBACK failed is in an unknown state: the pool drops it.
  */
 export async function beginOnPool(pool) {
-  const client = await pool.connect();
+  const { client, release } = await borrow(pool);
   try {
     await client.query('BEGIN');
   } catch (err) {
-    client.release(err?.severity === undefined ? err : undefined);
+    release(err?.severity === undefined ? err : undefined);
     throw err;
   }
   let ended = false;
@@ -63,15 +84,15 @@ export async function beginOnPool(pool) {
       } catch (err) {
         let broken;
         await client.query('ROLLBACK').catch((e) => (broken = e));
-        client.release(broken);
+        release(broken);
         throw err;
       }
-      client.release();
+      release();
       return;
     }
     let broken;
     await client.query('ROLLBACK').catch((e) => (broken = e));
-    client.release(broken);
+    release(broken);
   };
   return { client, end };
 }

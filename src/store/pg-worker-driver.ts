@@ -35,24 +35,36 @@ export interface PgWorkerDriverOptions {
 }
 
 export function createPgWorkerDriver(options: PgWorkerDriverOptions): Driver {
-  const channel = new WorkerChannel<PgWorkerRequest>(
-    new URL('./pg-worker.js', import.meta.url),
-    { url: options.url, max: options.max ?? 10 },
-    WORKER_YOUNG_GENERATION_MB,
-  );
+  const start = (): WorkerChannel<PgWorkerRequest> =>
+    new WorkerChannel<PgWorkerRequest>(
+      new URL('./pg-worker.js', import.meta.url),
+      { url: options.url, max: options.max ?? 10 },
+      WORKER_YOUNG_GENERATION_MB,
+    );
+  let channel = start();
+  let closed = false;
+  /**
+   * The thread, started again when it died (an uncaught error in it): what it held is lost (its
+   * transactions fail with it), but the store answers again, as a pool in this thread would
+   * after a lost connection. After close() a call fails.
+   */
+  const live = (): WorkerChannel<PgWorkerRequest> => {
+    if (channel.failed !== null && !closed) channel = start();
+    return channel;
+  };
   let nextTx = 1;
-  const on = (tx: number): Queryable => ({
+  const on = (tx: number, at: () => WorkerChannel<PgWorkerRequest>): Queryable => ({
     async query<T>(text: string, params?: readonly unknown[]): Promise<T[]> {
-      return (await channel.send({ op: 'query', tx, text, params: toParams(params) })) as T[];
+      return (await at().send({ op: 'query', tx, text, params: toParams(params) })) as T[];
     },
     async exec(text: string): Promise<void> {
-      await channel.send({ op: 'exec', tx, text, params: [] });
+      await at().send({ op: 'exec', tx, text, params: [] });
     },
     async copyFrom(into: string, data: string): Promise<void> {
-      await channel.send({ op: 'copy', tx, text: `COPY ${into} FROM STDIN`, params: [data] });
+      await at().send({ op: 'copy', tx, text: `COPY ${into} FROM STDIN`, params: [data] });
     },
   });
-  const pool = on(0);
+  const pool = on(0, live);
   return {
     kind: 'pg',
     query: pool.query,
@@ -60,18 +72,21 @@ export function createPgWorkerDriver(options: PgWorkerDriverOptions): Driver {
     copyFrom: pool.copyFrom,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       const tx = nextTx++;
-      await channel.send({ op: 'begin', tx, text: '', params: [] });
+      // Its statements go to the thread that holds its connection, dead or not.
+      const holder = live();
+      await holder.send({ op: 'begin', tx, text: '', params: [] });
       let result: R;
       try {
-        result = await fn(on(tx));
+        result = await fn(on(tx, () => holder));
       } catch (err) {
-        await channel.send({ op: 'end', tx, text: '', params: [false] }).catch(() => undefined);
+        await holder.send({ op: 'end', tx, text: '', params: [false] }).catch(() => undefined);
         throw err;
       }
-      await channel.send({ op: 'end', tx, text: '', params: [true] });
+      await holder.send({ op: 'end', tx, text: '', params: [true] });
       return result;
     },
     async close(): Promise<void> {
+      closed = true;
       try {
         if (channel.failed === null)
           await channel.send({ op: 'close', tx: 0, text: '', params: [] });

@@ -38,7 +38,7 @@ port.on('message', (req) => {
     } catch (err) {
       port.postMessage({
         id: req.id,
-        error: { message: err?.message ?? String(err), code: err?.code, name: err?.name },
+        error: { message: err?.message ?? String(err), code: err?.code },
       });
     }
   })();

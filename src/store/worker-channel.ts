@@ -73,6 +73,7 @@ export class WorkerChannel<Request extends { id: number }> {
   >();
   private nextId = 1;
   private dead: Error | null = null;
+  private terminating = false;
 
   constructor(entry: URL, workerData: unknown, youngGenerationMb: number) {
     this.worker = startWorker(entry, workerData, youngGenerationMb);
@@ -85,7 +86,9 @@ export class WorkerChannel<Request extends { id: number }> {
       else w.resolve(reply.rows ?? []);
     });
     const fail = (err: Error): void => {
-      this.dead = err;
+      if (this.dead === null && !this.terminating)
+        console.error(`[store] the store's worker thread stopped: ${err.message}`);
+      this.dead ??= err;
       for (const w of this.waiting.values()) w.reject(err);
       this.waiting.clear();
     };
@@ -109,6 +112,7 @@ export class WorkerChannel<Request extends { id: number }> {
   }
 
   async terminate(): Promise<void> {
+    this.terminating = true;
     await this.worker.terminate();
   }
 }

@@ -3,7 +3,7 @@
 // statements share one connection, errors keep their SQLSTATE, and the event loop itself holds
 // no connection to Postgres.
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Driver } from '../../src/store/driver.ts';
 import { randomBase62 } from '../../src/store/ids.ts';
 import { createPgDriver } from '../../src/store/pg-driver.ts';
@@ -22,17 +22,14 @@ if (unreachable === null) {
     const schema = `sy_pgworker_${randomBase62(10).toLowerCase()}`;
     const url = `${PG_URL}?options=${encodeURIComponent(`-c search_path=${schema}`)}`;
     let worker: Driver;
-    let inThread: Driver;
 
     beforeAll(async () => {
       await pgAdmin(`CREATE SCHEMA ${schema}`);
       worker = createPgWorkerDriver({ url, max: 3 });
-      inThread = createPgDriver({ url, max: 1 });
       await worker.exec('CREATE TABLE w (id text PRIMARY KEY, n int8, at timestamptz, doc jsonb)');
     });
     afterAll(async () => {
       await worker.close();
-      await inThread.close();
       await pgAdmin(`DROP SCHEMA ${schema} CASCADE`);
     });
 
@@ -51,7 +48,12 @@ if (unreachable === null) {
         { id: 'big', n: 2n ** 62n + 1n, at, doc: { yuan: '12.5', list: [1, null] } },
         { id: 'empty', n: null, at: null, doc: null },
       ]);
-      expect(rows).toEqual(await inThread.query(sql));
+      const inThread = createPgDriver({ url, max: 1 });
+      try {
+        expect(rows).toEqual(await inThread.query(sql));
+      } finally {
+        await inThread.close();
+      }
     });
 
     it('rejects with the server error: message, SQLSTATE and severity', async () => {
@@ -123,6 +125,30 @@ if (unreachable === null) {
         ),
       );
       expect(counts.map((r) => r[0]!.n)).toEqual(Array(6).fill(0n));
+    });
+
+    it('a connection lost inside a transaction fails that transaction, not the thread', async () => {
+      // pg emits 'error' on a connection out of the pool when it is cut; unheard, that would be
+      // an uncaught exception in the worker thread.
+      const stopped = vi.spyOn(console, 'error');
+      await expect(
+        worker.transaction(async (tx) => {
+          await tx.query("INSERT INTO w (id) VALUES ('cut')");
+          const [row] = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+          await pgAdmin(`SELECT pg_terminate_backend(${row!.pid})`);
+          await new Promise((r) => setTimeout(r, 50));
+          await tx.query('SELECT 1');
+        }),
+      ).rejects.toThrow(/terminat|connection/i);
+      expect(stopped).not.toHaveBeenCalledWith(expect.stringContaining('worker thread stopped'));
+      stopped.mockRestore();
+      const counts = await Promise.all(
+        Array.from({ length: 6 }, () =>
+          worker.query<{ n: bigint }>("SELECT count(*) AS n FROM w WHERE id = 'cut'"),
+        ),
+      );
+      expect(counts.map((r) => r[0]!.n)).toEqual(Array(6).fill(0n));
+      await worker.transaction((tx) => tx.query('SELECT 1'));
     });
 
     it('holds no connection on the event loop', async () => {
