@@ -30,3 +30,24 @@ export function toParams(params: readonly unknown[] | undefined): unknown[] {
     return p;
   });
 }
+
+/**
+ * Runs `fn` on `tx`, a transaction already begun, then ends it: `end(true)` commits; when `fn`
+ * throws, `end(false)` rolls back (its own failure is not the caller's error) and fn's error is
+ * rethrown.
+ */
+export async function withinTransaction<R>(
+  tx: Queryable,
+  end: (commit: boolean) => Promise<void>,
+  fn: (tx: Queryable) => Promise<R>,
+): Promise<R> {
+  let result: R;
+  try {
+    result = await fn(tx);
+  } catch (err) {
+    await end(false).catch(() => undefined);
+    throw err;
+  }
+  await end(true);
+  return result;
+}

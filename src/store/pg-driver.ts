@@ -3,7 +3,7 @@
 
 import type pg from 'pg';
 import type { Driver, Queryable } from './driver.ts';
-import { toParams } from './driver.ts';
+import { toParams, withinTransaction } from './driver.ts';
 import { copyFromStdin } from './pg-copy.js';
 import { beginOnPool, copyOnPool, createPgPool } from './pg-pool.js';
 
@@ -42,15 +42,7 @@ export function createPgDriver(options: PgDriverOptions): Driver {
     copyFrom: base.copyFrom,
     async transaction<R>(fn: (tx: Queryable) => Promise<R>): Promise<R> {
       const { client, end } = await beginOnPool(pool);
-      let result: R;
-      try {
-        result = await fn(queryable(client));
-      } catch (err) {
-        await end(false);
-        throw err;
-      }
-      await end(true);
-      return result;
+      return withinTransaction(queryable(client), end, fn);
     },
     async close(): Promise<void> {
       await pool.end();

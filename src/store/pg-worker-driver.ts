@@ -6,7 +6,7 @@
 // chunks. Same SQL and results as pg-driver.ts.
 
 import type { Driver, Queryable } from './driver.ts';
-import { toParams } from './driver.ts';
+import { toParams, withinTransaction } from './driver.ts';
 import { WorkerChannel } from './worker-channel.ts';
 
 /** A message to the worker thread (pg-worker.js). */
@@ -75,15 +75,14 @@ export function createPgWorkerDriver(options: PgWorkerDriverOptions): Driver {
       // Its statements go to the thread that holds its connection, dead or not.
       const holder = live();
       await holder.send({ op: 'begin', tx, text: '', params: [] });
-      let result: R;
-      try {
-        result = await fn(on(tx, () => holder));
-      } catch (err) {
-        await holder.send({ op: 'end', tx, text: '', params: [false] }).catch(() => undefined);
-        throw err;
-      }
-      await holder.send({ op: 'end', tx, text: '', params: [true] });
-      return result;
+      const end = async (commit: boolean): Promise<void> => {
+        await holder.send({ op: 'end', tx, text: '', params: [commit] });
+      };
+      return withinTransaction(
+        on(tx, () => holder),
+        end,
+        fn,
+      );
     },
     async close(): Promise<void> {
       closed = true;
