@@ -667,7 +667,8 @@ export class RedisLimiter implements Limiter {
           this.heardOfChange();
         },
         (err: unknown) => {
-          if (m.subscribeFailed) return;
+          // A limiter closed while its subscriber came up (tests open and close them quickly).
+          if (this.closed || m.subscribeFailed) return;
           m.subscribeFailed = true;
           const reason = err instanceof Error ? err.message : String(err);
           console.warn(`[limits] blacklist changes: subscribe failed, polling instead: ${reason}`);
