@@ -599,7 +599,7 @@ export class RedisLimiter implements Limiter {
   async isBlacklisted(source: string): Promise<BlacklistEntry | null> {
     const m = this.mirror;
     if (this.syncMs > 0 && !this.closed) {
-      if (m.timer === null && m.subscriber === null) this.startMirror();
+      if (m.subscriber === null) this.startMirror();
       const now = Date.now();
       if (this.mirrorTrusted(now)) {
         const entry = m.entries.get(source);

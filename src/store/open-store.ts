@@ -1,6 +1,7 @@
 // Opens the store the configuration asks for: Postgres when a URL is given, otherwise the
 // embedded PGlite in dataDir (in memory when dataDir is null). Migrates before returning.
 
+import type { Driver } from './driver.ts';
 import { createPgDriver } from './pg-driver.ts';
 import { createPgWorkerDriver } from './pg-worker-driver.ts';
 import { createPgliteDriver } from './pglite-driver.ts';
@@ -21,15 +22,18 @@ export interface OpenStoreOptions extends Omit<SqlStoreOptions, 'ownsDriver'> {
   workerThread?: boolean;
 }
 
+/** The driver the options ask for: Postgres or PGlite, in this thread or a worker's. */
+function openDriver(options: OpenStoreOptions): Promise<Driver> | Driver {
+  const worker = options.workerThread === true;
+  if (options.url !== null)
+    return worker
+      ? createPgWorkerDriver({ url: options.url })
+      : createPgDriver({ url: options.url });
+  return worker ? createPgliteWorkerDriver(options.dataDir) : createPgliteDriver(options.dataDir);
+}
+
 export async function openStore(options: OpenStoreOptions): Promise<SqlStore> {
-  const driver =
-    options.url !== null
-      ? options.workerThread === true
-        ? createPgWorkerDriver({ url: options.url })
-        : createPgDriver({ url: options.url })
-      : options.workerThread === true
-        ? await createPgliteWorkerDriver(options.dataDir)
-        : await createPgliteDriver(options.dataDir);
+  const driver = await openDriver(options);
   const storeOptions: SqlStoreOptions = { ownsDriver: true };
   if (options.instanceId !== undefined) storeOptions.instanceId = options.instanceId;
   if (options.heartbeatMs !== undefined) storeOptions.heartbeatMs = options.heartbeatMs;

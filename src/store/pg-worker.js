@@ -23,14 +23,17 @@ function transactionOf(req) {
   return t;
 }
 
+/** Where a statement runs: its transaction's connection, or any of the pool's (tx 0). */
+function clientOf(req) {
+  return req.tx === 0 ? pool : transactionOf(req).client;
+}
+
 async function run(req) {
   switch (req.op) {
-    case 'query': {
-      const on = req.tx === 0 ? pool : transactionOf(req).client;
-      return (await on.query(req.text, req.params)).rows;
-    }
+    case 'query':
+      return (await clientOf(req).query(req.text, req.params)).rows;
     case 'exec':
-      await (req.tx === 0 ? pool : transactionOf(req).client).query(req.text);
+      await clientOf(req).query(req.text);
       return [];
     case 'copy':
       if (req.tx === 0) await copyOnPool(pool, req.text, req.params[0]);
