@@ -32,12 +32,17 @@ export interface PgWorkerDriverOptions {
   url: string;
   /** Pool size; default 10. */
   max?: number;
+  /**
+   * The thread's entry; default pg-worker.js. Tests start a wrapper of it that can be told to
+   * die, to prove the thread is started again.
+   */
+  workerEntry?: URL;
 }
 
 export function createPgWorkerDriver(options: PgWorkerDriverOptions): Driver {
   const start = (): WorkerChannel<PgWorkerRequest> =>
     new WorkerChannel<PgWorkerRequest>(
-      new URL('./pg-worker.js', import.meta.url),
+      options.workerEntry ?? new URL('./pg-worker.js', import.meta.url),
       { url: options.url, max: options.max ?? 10 },
       WORKER_YOUNG_GENERATION_MB,
     );

@@ -151,6 +151,48 @@ if (unreachable === null) {
       await worker.transaction((tx) => tx.query('SELECT 1'));
     });
 
+    it('a thread that dies is started again: what it held fails, what comes after is served', async () => {
+      const logged = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+      const dying = createPgWorkerDriver({
+        url,
+        max: 2,
+        workerEntry: new URL('./dying-pg-worker.js', import.meta.url),
+      });
+      try {
+        await dying.query('SELECT 1');
+        let inside!: () => void;
+        const begun = new Promise<void>((r) => (inside = r));
+        const held = dying.transaction(async (tx) => {
+          await tx.query("INSERT INTO w (id) VALUES ('held-by-dead-thread')");
+          inside();
+          await new Promise((r) => setTimeout(r, 100));
+          await tx.query('SELECT 1');
+        });
+        const heldResult = held.then(
+          () => 'committed',
+          (err: Error) => err.message,
+        );
+        await begun;
+        await expect(dying.query('-- die')).rejects.toThrow(/told to die/);
+        expect(await heldResult).toMatch(/told to die/);
+        const stopped = logged.mock.calls.filter((c) => String(c[0]).includes('thread stopped'));
+        expect(stopped).toHaveLength(1);
+
+        const [row] = await dying.query<{ n: bigint }>(
+          "SELECT count(*) AS n FROM w WHERE id = 'held-by-dead-thread'",
+        );
+        expect(row!.n).toBe(0n);
+        await dying.transaction((tx) => tx.query("INSERT INTO w (id) VALUES ('after-restart')"));
+        const [after] = await worker.query<{ n: bigint }>(
+          "SELECT count(*) AS n FROM w WHERE id = 'after-restart'",
+        );
+        expect(after!.n).toBe(1n);
+      } finally {
+        logged.mockRestore();
+        await dying.close();
+      }
+    });
+
     it('holds no connection on the event loop', async () => {
       const before = tcpHandles();
       const second = createPgWorkerDriver({ url, max: 2 });
