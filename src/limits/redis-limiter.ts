@@ -96,6 +96,8 @@ interface BlacklistMirror {
   subscribed: boolean;
   /** A failed SUBSCRIBE was logged (once: an ACL without the channel fails every time). */
   subscribeFailed: boolean;
+  /** The next SUBSCRIBE after a failed one, or null. */
+  resubscribeTimer: NodeJS.Timeout | null;
   /** Changes heard of (messages, subscriptions made), counted. */
   heard: number;
   /** `heard` when the last successful sync started: behind it, the copy may miss a change. */
@@ -110,6 +112,10 @@ const MIRROR_FULL_RELOAD_MS = 5_000;
  * (docs/performance.md, session 38).
  */
 const MIRROR_SUBSCRIBED_POLL_MS = 5_000;
+
+/** A failed SUBSCRIBE is tried again after 1 s, then 2, 4… up to 30 s. */
+const MIRROR_RESUBSCRIBE_FIRST_MS = 1_000;
+const MIRROR_RESUBSCRIBE_MAX_MS = 30_000;
 
 export class RedisLimiter implements Limiter {
   readonly windowMs: number;
@@ -163,6 +169,7 @@ export class RedisLimiter implements Limiter {
       subscriber: null,
       subscribed: false,
       subscribeFailed: false,
+      resubscribeTimer: null,
       heard: 0,
       syncedHeard: 0,
     };
@@ -658,22 +665,41 @@ export class RedisLimiter implements Limiter {
       // Back to the short poll until it listens again.
       this.scheduleMirrorSync(this.syncMs);
     });
-    sub.on('ready', () => {
+    // A failed SUBSCRIBE on a live connection (an ACL without the channel, a Redis busy with a
+    // script) is tried again, 1 s after the first failure and twice as long after each next one,
+    // up to 30 s; meanwhile the copy polls at `syncMs`. A new connection starts from 1 s again.
+    let retryMs = MIRROR_RESUBSCRIBE_FIRST_MS;
+    const subscribe = (): void => {
+      m.resubscribeTimer = null;
+      if (this.closed || m.subscriber !== sub || sub.status !== 'ready') return;
       sub.subscribe(channel).then(
         () => {
           if (this.closed) return;
           m.subscribed = true;
+          retryMs = MIRROR_RESUBSCRIBE_FIRST_MS;
           // What was published while it did not listen is read now.
           this.heardOfChange();
         },
         (err: unknown) => {
           // A limiter closed while its subscriber came up (tests open and close them quickly).
-          if (this.closed || m.subscribeFailed) return;
-          m.subscribeFailed = true;
-          const reason = err instanceof Error ? err.message : String(err);
-          console.warn(`[limits] blacklist changes: subscribe failed, polling instead: ${reason}`);
+          if (this.closed) return;
+          if (!m.subscribeFailed) {
+            m.subscribeFailed = true;
+            const reason = err instanceof Error ? err.message : String(err);
+            console.warn(
+              `[limits] blacklist changes: subscribe failed, polling meanwhile: ${reason}`,
+            );
+          }
+          m.resubscribeTimer = setTimeout(subscribe, retryMs);
+          m.resubscribeTimer.unref();
+          retryMs = Math.min(2 * retryMs, MIRROR_RESUBSCRIBE_MAX_MS);
         },
       );
+    };
+    sub.on('ready', () => {
+      if (m.resubscribeTimer !== null) clearTimeout(m.resubscribeTimer);
+      retryMs = MIRROR_RESUBSCRIBE_FIRST_MS;
+      subscribe();
     });
     sub.on('message', (from: string) => {
       if (from === channel) this.heardOfChange();
@@ -830,6 +856,8 @@ export class RedisLimiter implements Limiter {
     this.closed = true;
     if (this.mirror.timer !== null) clearTimeout(this.mirror.timer);
     this.mirror.timer = null;
+    if (this.mirror.resubscribeTimer !== null) clearTimeout(this.mirror.resubscribeTimer);
+    this.mirror.resubscribeTimer = null;
     this.mirror.subscriber?.disconnect();
     this.mirror.subscriber = null;
     this.mirror.subscribed = false;

@@ -62,9 +62,14 @@ let harnesses = 0;
 /** A limiter with its own connection, as one gateway process would have. */
 async function limiterAt(
   prefix: string,
-  options: { leaseMs?: number | undefined; windowMs?: number; blacklistSyncMs?: number } = {},
+  options: {
+    leaseMs?: number | undefined;
+    windowMs?: number;
+    blacklistSyncMs?: number;
+    url?: string;
+  } = {},
 ): Promise<RedisLimiter> {
-  const client = connectLimiterRedis(REDIS_URL);
+  const client = connectLimiterRedis(options.url ?? REDIS_URL);
   await whenRedisReady(client);
   return new RedisLimiter({
     client,
@@ -636,6 +641,49 @@ function onAhead(
     } finally {
       await admin.quit();
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+  it('subscribes once Redis lets it, trying again after a refused SUBSCRIBE', async () => {
+    const prefix = `${RUN_PREFIX}acl-bl:`;
+    const name = `${prefix}blacklist-mirror`;
+    // A user whose ACL grants the keys and commands but no channel: SUBSCRIBE fails (NOPERM).
+    const user = `switchyard-test-${randomBytes(4).toString('hex')}`;
+    const admin = new Redis(REDIS_URL);
+    await admin.call('ACL', 'SETUSER', user, 'on', '>pw', `~${prefix}*`, 'resetchannels', '+@all');
+    const warned = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+    const url = new URL(REDIS_URL);
+    url.username = user;
+    url.password = 'pw';
+    const [a, b] = await Promise.all([
+      limiterAt(prefix, { blacklistSyncMs: 60_000 }),
+      limiterAt(prefix, { blacklistSyncMs: 60_000, url: url.href }),
+    ]);
+    const refusals = (): number =>
+      warned.mock.calls.filter((c) => String(c[0]).includes('subscribe failed')).length;
+    try {
+      await b.isBlacklisted('ip:11'); // starts b's copy
+      await eventually(async () => refusals() === 1);
+      expect(await clientId(admin, name)).toBeNull();
+      // The ACL is fixed: the copy subscribes at its next try (1 s after the first refusal, 2 s
+      // after the second), with no restart and no second warning.
+      await admin.call('ACL', 'SETUSER', user, `&${prefix}bl-version`);
+      for (let i = 0; i < 100 && (await clientId(admin, name)) === null; i++) await sleep(50);
+      expect(await clientId(admin, name)).not.toBeNull();
+      expect(refusals()).toBe(1);
+      // A change made elsewhere now reaches b's copy by message (its poll is a minute away).
+      const hmget = vi.spyOn(b.client, 'hmget');
+      const entry = await a.addToBlacklist('ip:11', 60_000, 'abuse');
+      await eventually(async () => {
+        hmget.mockClear();
+        const seen = await b.isBlacklisted('ip:11');
+        return seen !== null && hmget.mock.calls.length === 0;
+      });
+      expect(await b.isBlacklisted('ip:11')).toEqual(entry);
+    } finally {
+      warned.mockRestore();
+      await Promise.all([a.close(), b.close()]);
+      await admin.call('ACL', 'DELUSER', user);
+      await admin.quit();
     }
   });
 });
