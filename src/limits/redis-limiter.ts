@@ -671,12 +671,11 @@ export class RedisLimiter implements Limiter {
     let retryMs = MIRROR_RESUBSCRIBE_FIRST_MS;
     const subscribe = (): void => {
       m.resubscribeTimer = null;
-      if (this.closed || m.subscriber !== sub || sub.status !== 'ready') return;
+      if (this.closed || sub.status !== 'ready') return;
       sub.subscribe(channel).then(
         () => {
           if (this.closed) return;
           m.subscribed = true;
-          retryMs = MIRROR_RESUBSCRIBE_FIRST_MS;
           // What was published while it did not listen is read now.
           this.heardOfChange();
         },
