@@ -282,6 +282,12 @@ export class RedisLimiter implements Limiter {
       // Waiters go to Redis (or the fallback) alone rather than queue behind another block.
       if (b !== null && rpmWant > 1) b.exactUntil = performance.now() + this.leaseMs;
       if (c !== null && slotWant > 1) c.exactUntil = performance.now() + this.leaseMs;
+      // Redis may have run the script though the reply failed (a 250 ms command timeout under
+      // load): the hits and slots it may have added go back, as for a block asked ahead, rather
+      // than hold a block of the channel's slots for their TTL for a request that was refused.
+      if (bucket !== null) this.queueReturn(this.prefix + bucket, this.members(rpmC0, rpmWant));
+      if (slot !== null)
+        this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotWant));
       throw err;
     } finally {
       if (b !== null && b.pending === call) b.pending = null;

@@ -379,6 +379,48 @@ function onAhead(
     await limiter.close();
   });
 
+  it('gives back the hits and slots a block request may have taken when its reply is lost', async () => {
+    const prefix = `${RUN_PREFIX}blocks-remote-fail:`;
+    const limiter = await limiterAt(prefix);
+    // The first three calls a request waits on that ask for a block of slots fail on their way
+    // back, as a command timeout does after Redis ran the script.
+    const inside = limiter as unknown as { send: (...args: unknown[]) => Sent };
+    const send = inside.send.bind(limiter);
+    let failed = 0;
+    inside.send = (...args: unknown[]) => {
+      const sent = send(...args);
+      const slots = args[1] as { want: number } | null;
+      if (args[3] !== 0 || slots === null || slots.want < 2 || failed >= 3) return sent;
+      failed++;
+      return { ...sent, reply: sent.reply.then(() => Promise.reject(new Error('reply lost'))) };
+    };
+    const slot = { channelId: 'lost', capacity: 10_000, ttlMs: 60_000 };
+    let admitted = 0;
+    let refused = 0;
+    for (let wave = 0; wave < 12 && failed < 3; wave++) {
+      await Promise.all(
+        Array.from({ length: 20 }, async () => {
+          try {
+            const r = await limiter.hitRpmAndAcquire('rpm:m:acct:lost', 1_000_000, slot);
+            admitted++;
+            await sleep(1);
+            await limiter.releaseSlot(r.slot as SlotLease);
+          } catch {
+            refused++;
+          }
+        }),
+      );
+      await sleep(50);
+    }
+    expect(failed).toBe(3);
+    expect(refused).toBeGreaterThan(0);
+    await sleep(ROOMY_GIVE_BACK_MS);
+    // Only the admitted requests' hits are counted, and no slot is held for the lost replies.
+    expect(await admin!.zcard(`${prefix}rpm:m:acct:lost`)).toBe(admitted);
+    expect(await limiter.slotsInUse('lost')).toBe(0);
+    await limiter.close();
+  });
+
   it('gives back the hits of a block it did not use when the lease ends', async () => {
     const prefix = `${RUN_PREFIX}blocks-return:`;
     const limiter = await limiterAt(prefix, { windowMs: 60_000 });
