@@ -282,12 +282,7 @@ export class RedisLimiter implements Limiter {
       // Waiters go to Redis (or the fallback) alone rather than queue behind another block.
       if (b !== null && rpmWant > 1) b.exactUntil = performance.now() + this.leaseMs;
       if (c !== null && slotWant > 1) c.exactUntil = performance.now() + this.leaseMs;
-      // Redis may have run the script though the reply failed (a 250 ms command timeout under
-      // load): the hits and slots it may have added go back, as for a block asked ahead, rather
-      // than hold a block of the channel's slots for their TTL for a request that was refused.
-      if (bucket !== null) this.queueReturn(this.prefix + bucket, this.members(rpmC0, rpmWant));
-      if (slot !== null)
-        this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotWant));
+      this.giveBackSent(bucket, rpmC0, rpmWant, slot, slotC0, slotWant);
       throw err;
     } finally {
       if (b !== null && b.pending === call) b.pending = null;
@@ -402,13 +397,14 @@ export class RedisLimiter implements Limiter {
         const exactUntil = performance.now() + this.leaseMs;
         if (rpm !== null) rpm.exactUntil = exactUntil;
         if (slots !== null) slots.exactUntil = exactUntil;
-        // Redis may have run the script though the reply failed (a timeout): the members it may
-        // have added go back (a ZREM of a member never added does nothing), rather than count
-        // against the limit for a whole window.
-        if (rpm !== null && bucket !== null)
-          this.queueReturn(this.prefix + bucket, this.members(rpmC0, rpmWant));
-        if (slots !== null && slot !== null)
-          this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotWant));
+        this.giveBackSent(
+          rpm === null ? null : bucket,
+          rpmC0,
+          rpmWant,
+          slots === null ? null : slot,
+          slotC0,
+          slotWant,
+        );
       });
     const settled = done.finally(() => {
       if (rpm !== null && rpm.pending === settled) rpm.pending = null;
@@ -958,6 +954,25 @@ export class RedisLimiter implements Limiter {
       else this.queueReturn(this.slotKey(channelId), block.free.splice(0));
     }
     c.blocks = live;
+  }
+
+  /**
+   * The hits and slots a script call asked for (null: none), whose reply failed: Redis may have
+   * run it (a 250 ms command timeout under load), so the members it may have added go back with
+   * the next batch (a ZREM of a member never added does nothing), rather than count against the
+   * limit for a window and the channel's capacity for their TTL.
+   */
+  private giveBackSent(
+    bucket: string | null,
+    rpmC0: number,
+    rpmWant: number,
+    slot: SlotRequest | null,
+    slotC0: number,
+    slotWant: number,
+  ): void {
+    if (bucket !== null) this.queueReturn(this.prefix + bucket, this.members(rpmC0, rpmWant));
+    if (slot !== null)
+      this.queueReturn(this.slotKey(slot.channelId), this.members(slotC0, slotWant));
   }
 
   private queueReturn(key: string, members: string[]): void {

@@ -143,17 +143,30 @@ async function makeHot(limiter: RedisLimiter, capacity: number): Promise<void> {
 }
 
 type Sent = { reply: Promise<unknown>; rpmC0: number; slotC0: number; leaseMs: number };
-/** Passes the reply of each block the limiter asks for ahead (its `send` with `ahead` 1) through `change`. */
-function onAhead(
+/**
+ * Passes the reply of each script call the limiter sends with `ahead` (1: a block asked ahead; 0:
+ * a call a request waits on) through `change`, with the slots the call asks for (0: none).
+ */
+function onSend(
   limiter: RedisLimiter,
-  change: (reply: Promise<unknown>) => Promise<unknown>,
+  ahead: 0 | 1,
+  change: (reply: Promise<unknown>, slotWant: number) => Promise<unknown>,
 ): void {
   const inside = limiter as unknown as { send: (...args: unknown[]) => Sent };
   const send = inside.send.bind(limiter);
   inside.send = (...args: unknown[]) => {
     const sent = send(...args);
-    return args[3] === 1 ? { ...sent, reply: change(sent.reply) } : sent;
+    const slotWant = (args[1] as { want: number } | null)?.want ?? 0;
+    return args[3] === ahead ? { ...sent, reply: change(sent.reply, slotWant) } : sent;
   };
+}
+
+/** Passes the reply of each block the limiter asks for ahead through `change`. */
+function onAhead(
+  limiter: RedisLimiter,
+  change: (reply: Promise<unknown>) => Promise<unknown>,
+): void {
+  onSend(limiter, 1, change);
 }
 
 (redisUp ? describe : describe.skip)('redis limiter blocks for hot buckets and channels', () => {
@@ -384,16 +397,12 @@ function onAhead(
     const limiter = await limiterAt(prefix);
     // The first three calls a request waits on that ask for a block of slots fail on their way
     // back, as a command timeout does after Redis ran the script.
-    const inside = limiter as unknown as { send: (...args: unknown[]) => Sent };
-    const send = inside.send.bind(limiter);
     let failed = 0;
-    inside.send = (...args: unknown[]) => {
-      const sent = send(...args);
-      const slots = args[1] as { want: number } | null;
-      if (args[3] !== 0 || slots === null || slots.want < 2 || failed >= 3) return sent;
+    onSend(limiter, 0, (reply, slotWant) => {
+      if (slotWant < 2 || failed >= 3) return reply;
       failed++;
-      return { ...sent, reply: sent.reply.then(() => Promise.reject(new Error('reply lost'))) };
-    };
+      return reply.then(() => Promise.reject(new Error('reply lost')));
+    });
     const slot = { channelId: 'lost', capacity: 10_000, ttlMs: 60_000 };
     let admitted = 0;
     let refused = 0;
