@@ -1,7 +1,7 @@
 // `npm run bench:ab -- <other checkout>`: the stream sections of `npm run bench` (back to back,
 // then at a model's pace) with two gateways side by side in one run: the one in <other checkout>
 // (a `git worktree` of the commit to compare with, with node_modules beside it) and this one,
-// each with the direct call and the bare proxy, in rotating turns. The TTFT gaps of one change are
+// each with the direct call and the bare proxy, in turns. The TTFT gaps of one change are
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
 // is judged against its base inside one run (decision 0029). `--quick` runs it small; `--pg` runs
 // both gateways on Postgres and Redis (each its own fresh schema and key prefix) instead of the
@@ -121,11 +121,12 @@ try {
     { id: 'base' as const, target: target(base) },
     { id: 'this' as const, target: target(mine) },
   ];
-  // The sides run in a fixed cycle, so 'this' always followed 'base' and met the tail of base's
+  // The sides ran in a fixed cycle, so 'this' always followed 'base' and met the tail of base's
   // write-behind (settlements are written up to 200 ms after a stream ends) in its first turns:
   // with the same code on both sides, 'this' read +0.54 ms of back-to-back TTFT over 'base'; with
   // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
   // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips it.
+  // The order now also puts each side after each other side equally often (decision 0056).
   const between = async (): Promise<void> => {
     collectGarbage();
     await upstream.memory(true);

@@ -3,6 +3,7 @@
 // streams timed to their first `data:` byte and to their end, and long-held slow streams.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { balancedRounds } from './turn-order.ts';
 
 export interface Target {
   /** Origin (gateway, proxy or the upstream itself), e.g. http://127.0.0.1:8080. */
@@ -136,7 +137,7 @@ export interface ClosedLoopResult {
 /**
  * Untimed work before every turn, so that no turn pays for the one before it. The bench collects
  * the garbage of the two processes every side shares (the load generator and the upstream mock):
- * the rotating order keeps the sides' cyclic order, so the side after the fastest one always
+ * the rotating order of the time kept the sides' cyclic order, so the side after the fastest one always
  * inherited its garbage in both. Two identical gateways measured 2,658 and 3,694 req/s that way
  * (the first always ran after the bare proxy), and 2,532 and 2,464 with the garbage collected
  * between turns (decision 0008, session 8 addendum). It is told the side whose turn comes next
@@ -154,8 +155,9 @@ interface TurnLoopOptions<K extends string = string> {
 }
 
 /**
- * Measures several sides in turns: `rounds` rounds, one side at a time, the order rotating every
- * round (decision 0008, session 5). Each side has its own pool of `connections` and its own sink,
+ * Measures several sides in turns: `rounds` rounds, one side at a time, in an order that changes
+ * every round so that each side follows each other side equally often (decision 0008, session 5;
+ * decision 0056). Each side has its own pool of `connections` and its own sink,
  * which `slice` fills a turn at a time and `result` sums up at the end. `between` runs before
  * every turn, outside its time.
  */
@@ -175,9 +177,10 @@ async function inTurns<K extends string, Sink, R>(
   // A middle that drops idle connections makes its side reconnect after each idle spell: counted
   // so the report shows it (decision 0027).
   for (const run of runs) run.pool.on('connect', () => run.connects++);
+  const order = balancedRounds(runs.length);
   for (let round = 0; round < opts.rounds; round++) {
-    for (let i = 0; i < runs.length; i++) {
-      const run = runs[(round + i) % runs.length]!;
+    for (const index of order[round % order.length]!) {
+      const run = runs[index]!;
       if (opts.between !== undefined) await opts.between(run.id);
       await slice(run.pool, run.target, run.sink, run.id);
     }
@@ -292,7 +295,7 @@ export async function closedLoop(
 
 /**
  * The closed loop of several sides taken in turns, as interleavedOpenLoop does for the open loop:
- * `slices` rounds of `sliceMs` a side, the order rotating every round, each side's requests and
+ * `slices` rounds of `sliceMs` a side, the order changing every round, each side's requests and
  * time summed. A host spell (decision 0008, session 5) that would have fallen on one side's ten
  * seconds now falls on every side: one run measured the direct call at 5,200 req/s against
  * 17,000–27,000 in the others, and a gateway at 1.00× the proxy.
@@ -440,7 +443,7 @@ interface AtRateTurnOptions {
 
 /**
  * The open loop of several sides taken in turns: `slices` rounds, each side `sliceMs` a round
- * (the order rotating every round), each side's latencies pooled. On a shared host, stalls come
+ * (the order changing every round), each side's latencies pooled. On a shared host, stalls come
  * in spells of seconds (another tenant, the hypervisor): run one side's ten seconds after
  * another's and a spell lands in one side's tail and not the other's, which is how the same code
  * measured +5 and +21 ms of added p99 in two runs. `onSlice` hears each slice's side and its
@@ -555,7 +558,7 @@ function streamResult(concurrency: number, sink: StreamSink, connects: number): 
 
 /**
  * A closed loop of streamed requests, each timed to its first `data:` and to its end, for several
- * sides in `slices` turns of `sliceMs` each, the order rotating, so a spell of the host lands on
+ * sides in `slices` turns of `sliceMs` each, the order changing every round, so a spell of the host lands on
  * every side alike (as interleavedOpenLoop does for latency).
  */
 export async function interleavedStreamLoop<K extends string>(
