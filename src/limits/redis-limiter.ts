@@ -107,6 +107,13 @@ interface BlacklistMirror {
 const MIRROR_FULL_RELOAD_MS = 5_000;
 
 /**
+ * The sweep's period while entries are tracked but none holds a block, a call or a return: it
+ * only forgets them. At a quarter lease the Postgres+Redis gateway's main thread woke 40 times a
+ * second for up to 10 s after every busy spell (docs/performance.md, session 40).
+ */
+const IDLE_SWEEP_MS = 1_000;
+
+/**
  * The version poll while subscribed. At the 250 ms poll the Postgres+Redis gateway's idle main
  * thread woke 4 times a second for it, a few hundred µs of CPU a wake-up on the bench's host
  * (docs/performance.md, session 38).
@@ -136,6 +143,8 @@ export class RedisLimiter implements Limiter {
   /** Members to remove, by key: blocks' unused hits and slots, lent slots whose block ended. */
   private readonly returns: Map<string, string[]>;
   private sweepTimer: NodeJS.Timeout | null;
+  /** The sweep runs every quarter lease (true) or, with nothing held, every IDLE_SWEEP_MS. */
+  private sweepFast: boolean;
   /**
    * Script calls for hits and slots a request waited for, calls for blocks asked for ahead (no
    * request waits for them), and hits admitted and slots lent from blocks.
@@ -156,6 +165,7 @@ export class RedisLimiter implements Limiter {
     this.lent = new WeakMap();
     this.returns = new Map();
     this.sweepTimer = null;
+    this.sweepFast = false;
     this.counts = { calls: 0, ahead: 0, blockHits: 0, lentSlots: 0 };
     this.mirror = {
       entries: new Map(),
@@ -995,10 +1005,19 @@ export class RedisLimiter implements Limiter {
     await Promise.all(calls);
   }
 
-  /** Runs the sweep every quarter lease while any bucket, channel or return is tracked. */
+  /**
+   * Runs the sweep every quarter lease while a block, a call or a return is out; called when one
+   * is made (or an entry is), it brings a slow sweep back to that pace.
+   */
   private startSweep(): void {
-    if (this.sweepTimer !== null || this.closed || this.leaseMs <= 0) return;
-    this.sweepTimer = setInterval(() => this.sweep(), this.sweepPeriodMs());
+    if ((this.sweepTimer !== null && this.sweepFast) || this.closed || this.leaseMs <= 0) return;
+    this.armSweep(true);
+  }
+
+  private armSweep(fast: boolean): void {
+    if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
+    this.sweepFast = fast;
+    this.sweepTimer = setInterval(() => this.sweep(), fast ? this.sweepPeriodMs() : IDLE_SWEEP_MS);
     this.sweepTimer.unref();
   }
 
@@ -1014,6 +1033,7 @@ export class RedisLimiter implements Limiter {
     // A block that would end before the next sweep, with half a period to spare for a late timer.
     const horizon = 1.5 * this.sweepPeriodMs();
     const idleAfter = 4 * this.leaseMs;
+    let holding = this.returns.size > 0;
     for (const [bucket, b] of this.buckets) {
       if (b.blocks.length > 0) this.endRpmBlocks(bucket, b, now);
       // askAhead asks only when the newest block ends soon.
@@ -1021,6 +1041,7 @@ export class RedisLimiter implements Limiter {
       if (block !== null && b.calledWithin(this.demandMs(block), now))
         this.askAhead(bucket, b.limit, b, null, null, now, horizon);
       if (idle(b, now, idleAfter)) this.buckets.delete(bucket);
+      else holding ||= b.blocks.length > 0 || b.pending !== null;
     }
     for (const [channelId, c] of this.channels) {
       if (c.blocks.length > 0) this.endSlotBlocks(channelId, c, now);
@@ -1028,11 +1049,16 @@ export class RedisLimiter implements Limiter {
       if (newest !== null && c.asked !== null && c.calledWithin(this.demandMs(newest), now))
         this.askAhead(null, 0, null, c.asked, c, now, horizon);
       if (idle(c, now, idleAfter)) this.channels.delete(channelId);
+      else holding ||= c.blocks.length > 0 || c.pending !== null;
     }
     void this.flushReturns();
     if (this.buckets.size === 0 && this.channels.size === 0 && this.returns.size === 0) {
       if (this.sweepTimer !== null) clearInterval(this.sweepTimer);
       this.sweepTimer = null;
+    } else if (!holding && this.sweepFast) {
+      // Entries kept only because they remember a hot spell (decision 0047): nothing to end or
+      // ask for until a call comes, which arms the quick pace again.
+      this.armSweep(false);
     }
   }
 

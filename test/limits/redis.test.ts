@@ -307,6 +307,33 @@ function onAhead(
     await limiter.close();
   });
 
+  it('sweeps once a second, not every quarter lease, while a bucket only remembers being hot', async () => {
+    const prefix = `${RUN_PREFIX}blocks-idle-sweep:`;
+    const limiter = await limiterAt(prefix, { windowMs: 60_000 });
+    const slot = { channelId: 'idle-sweep-ch', capacity: 1_000, ttlMs: 60_000 };
+    const once = async (): Promise<void> => {
+      const r = await limiter.hitRpmAndAcquire('rpm:m:acct:idle-sweep', 1_000_000, slot);
+      await limiter.releaseSlot(r.slot as SlotLease);
+    };
+    await inWaves(200, 20, once);
+    // Its blocks have ended and gone back; it is kept 10 s for remembering the hot spell.
+    await sleep(ROOMY_GIVE_BACK_MS);
+    const sweeps = vi.spyOn(RedisLimiter.prototype as unknown as { sweep(): void }, 'sweep');
+    try {
+      await sleep(1_500);
+      // At a quarter lease (25 ms) that was ~60 wake-ups of the process for nothing to do.
+      expect(sweeps.mock.calls.length).toBeLessThanOrEqual(3);
+      // A call brings a block (decision 0047): the sweep is back at its quick pace, to end it.
+      sweeps.mockClear();
+      await once();
+      await sleep(200);
+      expect(sweeps.mock.calls.length).toBeGreaterThanOrEqual(4);
+    } finally {
+      sweeps.mockRestore();
+      await limiter.close();
+    }
+  });
+
   it('dates every hit of a block asked ahead at grant + lease, and asks ahead for nothing when fewer than 2 fit', async () => {
     const prefix = `${RUN_PREFIX}blocks-ahead-script:`;
     const limiter = await limiterAt(prefix);
