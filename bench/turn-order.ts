@@ -8,7 +8,7 @@
 // three of four (decision 0056).
 
 /**
- * Rounds for `n` sides, as lists of side indexes: n - 1 rounds (one for n <= 2), each a
+ * Rounds for `n` sides, as lists of side indexes: n - 1 rounds (one for a single side), each a
  * permutation of 0..n-1, whose turns read end to end, the last round's last side followed by the
  * first round's first, hold every ordered pair of distinct sides exactly once as neighbours. The
  * caller repeats them: round k takes `rounds[k % rounds.length]`.
@@ -16,7 +16,7 @@
 export function balancedRounds(n: number): number[][] {
   if (!Number.isInteger(n) || n < 1) throw new RangeError(`balancedRounds: ${n} sides`);
   if (n === 1) return [[0]];
-  const count = n === 2 ? 1 : n - 1;
+  const count = n - 1;
   const turns: number[] = [];
   const used = new Set<number>();
   const pair = (a: number, b: number): number => a * n + b;
