@@ -125,8 +125,8 @@ try {
   // write-behind (settlements are written up to 200 ms after a stream ends) in its first turns:
   // with the same code on both sides, 'this' read +0.54 ms of back-to-back TTFT over 'base'; with
   // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
-  // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips it.
-  // The order now also puts each side after each other side equally often (decision 0056).
+  // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
+  // it. The order now also puts each side after each other side equally often (decision 0056).
   const between = async (): Promise<void> => {
     collectGarbage();
     await upstream.memory(true);

@@ -137,11 +137,11 @@ export interface ClosedLoopResult {
 /**
  * Untimed work before every turn, so that no turn pays for the one before it. The bench collects
  * the garbage of the two processes every side shares (the load generator and the upstream mock):
- * the rotating order of the time kept the sides' cyclic order, so the side after the fastest one always
- * inherited its garbage in both. Two identical gateways measured 2,658 and 3,694 req/s that way
- * (the first always ran after the bare proxy), and 2,532 and 2,464 with the garbage collected
- * between turns (decision 0008, session 8 addendum). It is told the side whose turn comes next
- * (bench:cpu reads each process's CPU around that side's turns).
+ * the rotating order of the time kept the sides' cyclic order, so the side after the fastest one
+ * always inherited its garbage in both. Two identical gateways measured 2,658 and 3,694 req/s
+ * that way (the first always ran after the bare proxy), and 2,532 and 2,464 with the garbage
+ * collected between turns (decision 0008, session 8 addendum). It is told the side whose turn
+ * comes next (bench:cpu reads each process's CPU around that side's turns).
  */
 export type BetweenTurns<K extends string = string> = (next: K) => Promise<void>;
 
@@ -558,8 +558,8 @@ function streamResult(concurrency: number, sink: StreamSink, connects: number): 
 
 /**
  * A closed loop of streamed requests, each timed to its first `data:` and to its end, for several
- * sides in `slices` turns of `sliceMs` each, the order changing every round, so a spell of the host lands on
- * every side alike (as interleavedOpenLoop does for latency).
+ * sides in `slices` turns of `sliceMs` each, the order changing every round, so a spell of the
+ * host lands on every side alike (as interleavedOpenLoop does for latency).
  */
 export async function interleavedStreamLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],

@@ -17,31 +17,24 @@ export function balancedRounds(n: number): number[][] {
   if (!Number.isInteger(n) || n < 1) throw new RangeError(`balancedRounds: ${n} sides`);
   if (n === 1) return [[0]];
   const count = n - 1;
-  const turns: number[] = [];
   const used = new Set<number>();
   const pair = (a: number, b: number): number => a * n + b;
-  // Depth-first: extend the sequence a turn at a time with a side not yet in this round whose pair
-  // with the turn before is unused. The first turn is side 0, so the closing pair (last, 0) must
-  // be free at the end. Small n only (the bench has at most 5 sides): it finishes at once.
+  // Depth-first from side 0: extend the sequence a turn at a time with a side not yet in this
+  // round whose pair with the turn before is unused; at the end the closing pair (last, 0) must
+  // be free. Small n only (the bench has at most 5 sides): it finishes at once.
+  const turns: number[] = [0];
   const extend = (): boolean => {
-    if (turns.length === count * n) {
-      const closing = pair(turns[turns.length - 1]!, turns[0]!);
-      return !used.has(closing);
-    }
-    const roundStart = turns.length - (turns.length % n);
-    const inRound = turns.slice(roundStart);
-    const prev = turns.length === 0 ? null : turns[turns.length - 1]!;
-    for (let side = 0; side < (prev === null ? 1 : n); side++) {
-      if (inRound.includes(side) || side === prev) continue;
-      const p = prev === null ? null : pair(prev, side);
-      if (p !== null) {
-        if (used.has(p)) continue;
-        used.add(p);
-      }
+    const prev = turns[turns.length - 1]!;
+    if (turns.length === count * n) return !used.has(pair(prev, 0));
+    const inRound = turns.slice(turns.length - (turns.length % n));
+    for (let side = 0; side < n; side++) {
+      const p = pair(prev, side);
+      if (side === prev || inRound.includes(side) || used.has(p)) continue;
+      used.add(p);
       turns.push(side);
       if (extend()) return true;
       turns.pop();
-      if (p !== null) used.delete(p);
+      used.delete(p);
     }
     return false;
   };
