@@ -5,7 +5,12 @@
 // a few tenths of a ms and this host's noise moves them more between runs than that, so a change
 // is judged against its base inside one run (decision 0029). `--quick` runs it small; `--pg` runs
 // both gateways on Postgres and Redis (each its own fresh schema and key prefix) instead of the
-// embedded store and in-memory limits.
+// embedded store and in-memory limits. `--stages` stamps every request on the proxy and both
+// gateways (bench/stage-probe.ts) and prints, after each section, the medians from arrival to
+// the upstream request, to its head and to the first byte out, and how often the path to the
+// upstream waited for a core; the probe's few µs a request are in that run's TTFTs.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
@@ -22,6 +27,7 @@ import {
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, type ProcessCpu } from './proc-cpu.ts';
+import { readStageRows, stageLine, summariseStages } from './stages.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 
 setFlagsFromString('--expose-gc');
@@ -30,9 +36,10 @@ const collectGarbage = runInNewContext('gc') as () => void;
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const onPostgres = argv.includes('--pg');
+const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
 const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
-  console.error('usage: npm run bench:ab -- <other checkout> [--quick] [--pg]');
+  console.error('usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages]');
   process.exit(2);
 }
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
@@ -86,6 +93,30 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   });
 }
 
+/** The probe's environment for one side: its rows go to <stagesDir>/<side>.tsv. */
+function probeEnv(side: Side): Record<string, string> {
+  if (stagesDir === null) return {};
+  const probe = new URL('./stage-probe.ts', import.meta.url).href;
+  const inherited = process.env.NODE_OPTIONS ?? '';
+  return {
+    NODE_OPTIONS: `${inherited} --import=${probe}`.trim(),
+    SWITCHYARD_STAGES_FILE: join(stagesDir, `${side}.tsv`),
+  };
+}
+
+/** After a section: each probed side's stages over the requests that arrived within it. */
+async function showStages(fromMs: number, toMs: number): Promise<void> {
+  if (stagesDir === null) return;
+  await sleep(400); // the probe appends its rows every 200 ms
+  console.log('  stages (medians, µs; alone: no other request open at its arrival)');
+  for (const side of ['proxy', 'base', 'this'] as const) {
+    const rows = readStageRows(join(stagesDir, `${side}.tsv`));
+    console.log(stageLine(side, summariseStages(rows, fromMs, toMs)));
+  }
+}
+
+const epochMs = (): number => performance.timeOrigin + performance.now();
+
 const children: BenchChild[] = [];
 try {
   const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child.ts')).href)) as {
@@ -109,9 +140,21 @@ try {
     slowChannels: 1,
   };
   const [proxy, base, mine] = await Promise.all([
-    startChild('proxy', 'proxy', { upstream: upstream.url, key: upstream.key }),
-    other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, GATEWAY_ENV),
-    startChild('this', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, GATEWAY_ENV),
+    startChild(
+      'proxy',
+      'proxy',
+      { upstream: upstream.url, key: upstream.key },
+      [],
+      probeEnv('proxy'),
+    ),
+    other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
+      ...GATEWAY_ENV,
+      ...probeEnv('base'),
+    }),
+    startChild('this', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
+      ...GATEWAY_ENV,
+      ...probeEnv('this'),
+    }),
   ]);
   children.push(proxy, base, mine);
   const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
@@ -152,9 +195,12 @@ try {
   };
   await backToBack(P.warmup);
   let before = cpuNow();
+  let from = epochMs();
   const b2b = await backToBack(P.turns);
   show('8 streams back to back', b2b, cpuPerStream(pids, before, b2b));
+  await showStages(from, epochMs());
   before = cpuNow();
+  from = epochMs();
   const paced = await interleavedPacedStreamLoop(sides, {
     ratePerSec: 16,
     connections: 64,
@@ -164,6 +210,8 @@ try {
     between,
   });
   show('16 streams/s at 50 tokens/s', paced, cpuPerStream(pids, before, paced));
+  await showStages(from, epochMs());
 } finally {
   for (const c of children.reverse()) await c.stop().catch(() => undefined);
+  if (stagesDir !== null) rmSync(stagesDir, { recursive: true, force: true });
 }

@@ -1,5 +1,6 @@
-// `npm run bench:ab -- <checkout> --quick` end to end, with this checkout as its own base: both
-// stream sections print a TTFT for every side and no stream fails. No speed is asserted.
+// `npm run bench:ab -- <checkout> --quick --stages` end to end, with this checkout as its own base:
+// both stream sections print a TTFT for every side and no stream fails, and the stage probe's
+// medians for the proxy and both gateways. No speed is asserted.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ describe('npm run bench:ab', () => {
   it('compares two gateways with the direct call and the bare proxy, stream sections only', async () => {
     const { code, output } = await new Promise<{ code: number | null; output: string }>(
       (resolve) => {
-        const child = spawn(process.execPath, [SCRIPT, ROOT, '--quick'], {
+        const child = spawn(process.execPath, [SCRIPT, ROOT, '--quick', '--stages'], {
           stdio: ['ignore', 'pipe', 'pipe'],
         });
         let text = '';
@@ -34,6 +35,14 @@ describe('npm run bench:ab', () => {
           /^\s+\w+\s+\d+\.\d\d \/\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+\(\d+ streams, 0 errors\)(\s+cpu\/stream main -?\d+ µs, all threads -?\d+ µs)?$/,
         );
         expect(Number(/\((\d+) streams/.exec(line)?.[1])).toBeGreaterThan(0);
+      }
+      const stages = output.slice(output.indexOf(section)).split('\n').slice(6, 9);
+      expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
+      for (const line of stages) {
+        expect(line).toMatch(
+          /^\s+\w+\s+to upstream \d+, upstream to head \d+, head to first write \d+, arrival to first write \d+ \((\d+) requests; \d+ alone/,
+        );
+        expect(Number(/\((\d+) requests/.exec(line)?.[1])).toBeGreaterThan(0);
       }
     }
   }, 120_000);

@@ -1,0 +1,107 @@
+// `--import`ed into a bench process (the bare proxy or a gateway) by `npm run bench:ab -- --stages`:
+// stamps each request served at four points, the same for any server in front of undici, with no
+// change to src/: its arrival ('request' event), its upstream request made (undici's
+// `undici:request:create` diagnostics channel, in the arrival's async context), the upstream's
+// response head (`undici:request:headers`) and the first byte written to the client. On Linux it
+// also reads how long the main thread waited for a core (run-queue delay, from schedstat) between
+// the arrival and the upstream request: a path that long can be preempted by the other processes
+// and threads on a 2-core host. One row a request, appended to $SWITCHYARD_STAGES_FILE.
+// The probe costs a few µs a request on every side (two schedstat reads of ~3 µs on a slow host).
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { subscribe } from 'node:diagnostics_channel';
+import { appendFileSync, openSync, readSync } from 'node:fs';
+import { Server, ServerResponse } from 'node:http';
+import { isMainThread } from 'node:worker_threads';
+
+interface Stamp {
+  t0: number;
+  /** Run-queue delay of the main thread at arrival (ns), or -1 where schedstat is not readable. */
+  wait0: number;
+  made: number;
+  head: number;
+  first: number;
+  waitUs: number;
+  /** Requests arrived and not yet at their first client write when this one arrived. */
+  ahead: number;
+}
+
+const file = process.env.SWITCHYARD_STAGES_FILE;
+if (isMainThread && file !== undefined && file !== '') install(file);
+
+function install(out: string): void {
+  const als = new AsyncLocalStorage<Stamp>();
+  const byRequest = new WeakMap<object, Stamp>();
+  const stamps = new WeakMap<ServerResponse, Stamp>();
+  const rows: string[] = [];
+  let open = 0;
+
+  // /proc/thread-self/schedstat: "<run ns> <run-queue wait ns> <timeslices>" of this thread.
+  let fd = -1;
+  try {
+    fd = openSync('/proc/thread-self/schedstat', 'r');
+  } catch {
+    fd = -1;
+  }
+  const buf = Buffer.alloc(96);
+  const queued = (): number => {
+    if (fd < 0) return -1;
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return Number(buf.toString('latin1', 0, n).split(' ')[1]);
+  };
+
+  const emit = Server.prototype.emit as (this: Server, ...a: unknown[]) => boolean;
+  Server.prototype.emit = function (this: Server, event: string | symbol, ...args: unknown[]) {
+    if (event !== 'request') return emit.call(this, event, ...args);
+    const s: Stamp = {
+      t0: performance.now(),
+      wait0: queued(),
+      made: 0,
+      head: 0,
+      first: 0,
+      waitUs: -1,
+      ahead: open,
+    };
+    open++;
+    stamps.set(args[1] as ServerResponse, s);
+    return als.run(s, () => emit.call(this, event, ...args));
+  } as typeof Server.prototype.emit;
+
+  const first = (res: ServerResponse): void => {
+    const s = stamps.get(res);
+    if (s === undefined || s.first !== 0) return;
+    s.first = performance.now();
+    open--;
+    const at = (t: number): string => (t === 0 ? '-1' : ((t - s.t0) * 1000).toFixed(1));
+    rows.push(
+      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}`,
+    );
+  };
+  const write = ServerResponse.prototype.write;
+  ServerResponse.prototype.write = function (this: ServerResponse, ...args: unknown[]) {
+    first(this);
+    return (write as (...a: unknown[]) => boolean).apply(this, args);
+  } as typeof write;
+  const end = ServerResponse.prototype.end;
+  ServerResponse.prototype.end = function (this: ServerResponse, ...args: unknown[]) {
+    first(this);
+    return (end as (...a: unknown[]) => ServerResponse).apply(this, args);
+  } as typeof end;
+
+  subscribe('undici:request:create', (message) => {
+    const s = als.getStore();
+    if (s === undefined || s.made !== 0) return;
+    s.made = performance.now();
+    if (s.wait0 >= 0) s.waitUs = (queued() - s.wait0) / 1000;
+    byRequest.set((message as { request: object }).request, s);
+  });
+  subscribe('undici:request:headers', (message) => {
+    const s = byRequest.get((message as { request: object }).request);
+    if (s !== undefined && s.head === 0) s.head = performance.now();
+  });
+
+  const flush = (): void => {
+    if (rows.length > 0) appendFileSync(out, rows.splice(0).join('\n') + '\n');
+  };
+  setInterval(flush, 200).unref();
+  process.on('exit', flush);
+}

@@ -1,0 +1,101 @@
+// Reads the rows bench/stage-probe.ts wrote for one side and sums up a section of them: where a
+// stream's first token waits, from its arrival at the server to its first byte to the client.
+import { existsSync, readFileSync } from 'node:fs';
+
+export interface StageRow {
+  /** Arrival, epoch ms (performance.timeOrigin + now). */
+  at: number;
+  /** µs after arrival; null when it did not happen (no upstream call, no head). */
+  made: number | null;
+  head: number | null;
+  first: number;
+  /** Run-queue wait of the main thread between arrival and the upstream request, µs; null: unknown. */
+  waitUs: number | null;
+  ahead: number;
+}
+
+export interface StageSummary {
+  requests: number;
+  /** Medians, µs. */
+  toUpstream: number;
+  upstreamToHead: number;
+  headToFirst: number;
+  toFirst: number;
+  /** Requests that found no other request between arrival and first write, and their medians. */
+  alone: number;
+  aloneToUpstream: number;
+  aloneToFirst: number;
+  /** Share of requests whose path to the upstream waited for a core, and their mean wait (µs). */
+  preempted: number | null;
+  preemptedMeanUs: number | null;
+}
+
+function optional(s: string): number | null {
+  const n = Number(s);
+  return n < 0 ? null : n;
+}
+
+export function readStageRows(file: string): StageRow[] {
+  if (!existsSync(file)) return [];
+  const rows: StageRow[] = [];
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const f = line.split('\t');
+    if (f.length < 6) continue;
+    rows.push({
+      at: Number(f[0]),
+      made: optional(f[1]!),
+      head: optional(f[2]!),
+      first: Number(f[3]),
+      waitUs: optional(f[4]!),
+      ahead: Number(f[5]),
+    });
+  }
+  return rows;
+}
+
+function median(values: number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** The rows of requests that went upstream and arrived within [fromMs, toMs). */
+export function summariseStages(rows: StageRow[], fromMs: number, toMs: number): StageSummary {
+  const inside = rows.filter(
+    (r) => r.at >= fromMs && r.at < toMs && r.made !== null && r.head !== null,
+  );
+  const made = (r: StageRow): number => r.made!;
+  const head = (r: StageRow): number => r.head!;
+  const alone = inside.filter((r) => r.ahead === 0);
+  const known = inside.filter((r) => r.waitUs !== null);
+  const waited = known.filter((r) => r.waitUs! > 0);
+  return {
+    requests: inside.length,
+    toUpstream: median(inside.map(made)),
+    upstreamToHead: median(inside.map((r) => head(r) - made(r))),
+    headToFirst: median(inside.map((r) => r.first - head(r))),
+    toFirst: median(inside.map((r) => r.first)),
+    alone: alone.length,
+    aloneToUpstream: median(alone.map(made)),
+    aloneToFirst: median(alone.map((r) => r.first)),
+    preempted: known.length === 0 ? null : waited.length / known.length,
+    preemptedMeanUs:
+      waited.length === 0 ? null : waited.reduce((sum, r) => sum + r.waitUs!, 0) / waited.length,
+  };
+}
+
+export function stageLine(side: string, s: StageSummary): string {
+  const us = (n: number): string => (Number.isNaN(n) ? '–' : String(Math.round(n)));
+  const preempted =
+    s.preempted === null
+      ? ''
+      : `; path preempted ${(s.preempted * 100).toFixed(0)}%` +
+        (s.preemptedMeanUs === null ? '' : ` (mean ${Math.round(s.preemptedMeanUs)} µs)`);
+  return (
+    `  ${side.padEnd(7)} to upstream ${us(s.toUpstream)}, upstream to head ${us(s.upstreamToHead)}, ` +
+    `head to first write ${us(s.headToFirst)}, arrival to first write ${us(s.toFirst)} ` +
+    `(${s.requests} requests; ${s.alone} alone: to upstream ${us(s.aloneToUpstream)}, ` +
+    `to first write ${us(s.aloneToFirst)})${preempted}`
+  );
+}

@@ -1,0 +1,64 @@
+// The stage probe's rows summed up for a section (bench/stages.ts): the window, the medians, the
+// requests alone and the share preempted; rows without an upstream call are left out.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { readStageRows, stageLine, summariseStages } from '../../bench/stages.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'sy-stages-test-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('bench stages', () => {
+  it('sums up the rows of the requests that arrived in the window and went upstream', () => {
+    const file = join(dir, 'side.tsv');
+    writeFileSync(
+      file,
+      [
+        // at, made, head, first, run-queue wait, ahead
+        '999.000\t10.0\t100.0\t110.0\t0.0\t0', // before the window
+        '1000.000\t20.0\t1020.0\t1050.0\t0.0\t0',
+        '1001.000\t40.0\t1240.0\t1260.0\t300.0\t1',
+        '1002.000\t60.0\t1060.0\t1100.0\t0.0\t0',
+        '1003.000\t-1\t-1\t30.0\t-1\t0', // refused before any upstream call
+        '2000.000\t10.0\t100.0\t110.0\t0.0\t0', // after it
+        '',
+      ].join('\n'),
+    );
+    const rows = readStageRows(file);
+    expect(rows).toHaveLength(6);
+    expect(rows[4]).toEqual({
+      at: 1003,
+      made: null,
+      head: null,
+      first: 30,
+      waitUs: null,
+      ahead: 0,
+    });
+    const s = summariseStages(rows, 1000, 2000);
+    expect(s).toEqual({
+      requests: 3,
+      toUpstream: 40,
+      upstreamToHead: 1000,
+      headToFirst: 30,
+      toFirst: 1100,
+      alone: 2,
+      aloneToUpstream: 40,
+      aloneToFirst: 1075,
+      preempted: 1 / 3,
+      preemptedMeanUs: 300,
+    });
+    expect(stageLine('this', s)).toBe(
+      '  this    to upstream 40, upstream to head 1000, head to first write 30, arrival to first ' +
+        'write 1100 (3 requests; 2 alone: to upstream 40, to first write 1075); path preempted ' +
+        '33% (mean 300 µs)',
+    );
+  });
+
+  it('reads a missing file as no rows, and says what it cannot know', () => {
+    const s = summariseStages(readStageRows(join(dir, 'absent.tsv')), 0, 1);
+    expect(s.requests).toBe(0);
+    expect(s.preempted).toBeNull();
+    expect(stageLine('proxy', s)).toContain('to upstream –');
+  });
+});
