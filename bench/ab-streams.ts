@@ -36,12 +36,12 @@ const collectGarbage = runInNewContext('gc') as () => void;
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const onPostgres = argv.includes('--pg');
-const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
 const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
   console.error('usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages]');
   process.exit(2);
 }
+const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
 const P = quick
   ? { chunks: 20, warmup: 1, turns: 2, turnMs: 500, pacedTurns: 2, pacedTurnMs: 1000, gapMs: 0 }
