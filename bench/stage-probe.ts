@@ -62,7 +62,14 @@ function install(out: string): void {
       ahead: open,
     };
     open++;
-    stamps.set(args[1] as ServerResponse, s);
+    const res = args[1] as ServerResponse;
+    stamps.set(res, s);
+    // A response closed before it wrote anything (its client went away) is open no longer.
+    res.once('close', () => {
+      if (s.first !== 0) return;
+      s.first = -1;
+      open--;
+    });
     return als.run(s, () => emit.call(this, event, ...args));
   } as typeof Server.prototype.emit;
 
