@@ -101,7 +101,8 @@ export const GATEWAYS: SideId[] = ['gateway', 'gatewayPgRedis'];
 
 const signed = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
 
-function median(values: number[]): number {
+/** The middle value (the mean of the two middle ones for an even count); 0 for none. */
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1

@@ -1,6 +1,7 @@
 // Reads the rows bench/stage-probe.ts wrote for one side and sums up a section of them: where a
 // stream's first token waits, from its arrival at the server to its first byte to the client.
 import { existsSync, readFileSync } from 'node:fs';
+import { median } from './report.ts';
 
 export interface StageRow {
   /** Arrival, epoch ms (performance.timeOrigin + now). */
@@ -53,11 +54,9 @@ export function readStageRows(file: string): StageRow[] {
   return rows;
 }
 
-function median(values: number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const s = [...values].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+/** report.ts's median, but NaN (printed '–') for no values rather than 0. */
+function medianOf(values: number[]): number {
+  return values.length === 0 ? Number.NaN : median(values);
 }
 
 /** The rows of requests that went upstream and arrived within [fromMs, toMs). */
@@ -72,13 +71,13 @@ export function summariseStages(rows: StageRow[], fromMs: number, toMs: number):
   const waited = known.filter((r) => r.waitUs! > 0);
   return {
     requests: inside.length,
-    toUpstream: median(inside.map(made)),
-    upstreamToHead: median(inside.map((r) => head(r) - made(r))),
-    headToFirst: median(inside.map((r) => r.first - head(r))),
-    toFirst: median(inside.map((r) => r.first)),
+    toUpstream: medianOf(inside.map(made)),
+    upstreamToHead: medianOf(inside.map((r) => head(r) - made(r))),
+    headToFirst: medianOf(inside.map((r) => r.first - head(r))),
+    toFirst: medianOf(inside.map((r) => r.first)),
     alone: alone.length,
-    aloneToUpstream: median(alone.map(made)),
-    aloneToFirst: median(alone.map((r) => r.first)),
+    aloneToUpstream: medianOf(alone.map(made)),
+    aloneToFirst: medianOf(alone.map((r) => r.first)),
     preempted: known.length === 0 ? null : waited.length / known.length,
     preemptedMeanUs:
       waited.length === 0 ? null : waited.reduce((sum, r) => sum + r.waitUs!, 0) / waited.length,
