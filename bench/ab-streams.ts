@@ -9,7 +9,9 @@
 // gateways (bench/stage-probe.ts) and prints, after each section, the medians from arrival to
 // the upstream request, to its head and to the first byte out, and how often the path to the
 // upstream waited for a core; the probe's few µs a request are in that run's TTFTs.
-import { mkdtempSync, rmSync } from 'node:fs';
+// `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
+// npm start's, to judge a flag against the same code without it in one run.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -38,8 +40,25 @@ const quick = argv.includes('--quick');
 const onPostgres = argv.includes('--pg');
 const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
-  console.error('usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages]');
+  console.error(
+    'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]',
+  );
   process.exit(2);
+}
+const THIS_FLAGS_ARG = '--this-flags=';
+const thisFlags = (argv.find((a) => a.startsWith(THIS_FLAGS_ARG)) ?? THIS_FLAGS_ARG)
+  .slice(THIS_FLAGS_ARG.length)
+  .split(' ')
+  .filter((f) => f !== '');
+
+/** A child's node flags as its process was started, read back from Linux's /proc. */
+function nodeFlagsOf(pid: number): string {
+  try {
+    const words = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return words.filter((w) => w.startsWith('--')).join(' ');
+  } catch {
+    return pid === -1 ? '' : '(unknown)';
+  }
 }
 const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
@@ -151,12 +170,14 @@ try {
       ...GATEWAY_ENV,
       ...probeEnv('base'),
     }),
-    startChild('this', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
+    startChild('this', 'gateway', gatewayArgs, [...GATEWAY_NODE_FLAGS, ...thisFlags], {
       ...GATEWAY_ENV,
       ...probeEnv('this'),
     }),
   ]);
   children.push(proxy, base, mine);
+  if (thisFlags.length > 0)
+    console.log(`node flags: base ${nodeFlagsOf(base.pid)}; this ${nodeFlagsOf(mine.pid)}`);
   const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
   const sides = [
     { id: 'direct' as const, target: target(upstream) },

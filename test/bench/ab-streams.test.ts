@@ -1,6 +1,7 @@
-// `npm run bench:ab -- <checkout> --quick --stages` end to end, with this checkout as its own base:
-// both stream sections print a TTFT for every side and no stream fails, and the stage probe's
-// medians for the proxy and both gateways. No speed is asserted.
+// `npm run bench:ab -- <checkout> --quick --stages --this-flags=…` end to end, with this checkout
+// as its own base: both stream sections print a TTFT for every side and no stream fails, the stage
+// probe's medians for the proxy and both gateways, and only 'this' gateway's process got the extra
+// flag. No speed is asserted.
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -12,9 +13,13 @@ describe('npm run bench:ab', () => {
   it('compares two gateways with the direct call and the bare proxy, stream sections only', async () => {
     const { code, output } = await new Promise<{ code: number | null; output: string }>(
       (resolve) => {
-        const child = spawn(process.execPath, [SCRIPT, ROOT, '--quick', '--stages'], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
+        const child = spawn(
+          process.execPath,
+          [SCRIPT, ROOT, '--quick', '--stages', '--this-flags=--no-warnings'],
+          {
+            stdio: ['ignore', 'pipe', 'pipe'],
+          },
+        );
         let text = '';
         child.stdout.on('data', (c: Buffer) => (text += c.toString()));
         child.stderr.on('data', (c: Buffer) => (text += c.toString()));
@@ -22,6 +27,10 @@ describe('npm run bench:ab', () => {
       },
     );
     expect(code, output).toBe(0);
+    const flags = /^node flags: base (.*); this (.*)$/m.exec(output);
+    expect(flags?.[1]).toContain('--max-semi-space-size=16');
+    expect(flags?.[1]).not.toContain('--no-warnings');
+    expect(flags?.[2]).toContain('--max-semi-space-size=16 --no-warnings');
     for (const section of ['8 streams back to back', '16 streams/s at 50 tokens/s']) {
       const block = output.slice(output.indexOf(section)).split('\n').slice(1, 5);
       expect(block.map((l) => l.trim().split(/\s+/)[0])).toEqual([
