@@ -7,8 +7,9 @@
 // both gateways on Postgres and Redis (each its own fresh schema and key prefix) instead of the
 // embedded store and in-memory limits. `--stages` stamps every request on the proxy and both
 // gateways (bench/stage-probe.ts) and prints, after each section, the medians from arrival to
-// the upstream request, to its head and to the first byte out, and how often the path to the
-// upstream waited for a core; the probe's few µs a request are in that run's TTFTs.
+// the upstream request, to its head (with how long the event loop was busy meanwhile) and to the
+// first byte out, and how often the path to the upstream waited for a core; the probe's few µs a
+// request are in that run's TTFTs.
 // `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
 // npm start's, to judge a flag against the same code without it in one run.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

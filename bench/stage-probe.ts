@@ -5,7 +5,10 @@
 // response head (`undici:request:headers`) and the first byte written to the client. On Linux it
 // also reads how long the main thread waited for a core (run-queue delay, from schedstat) between
 // the arrival and the upstream request: a path that long can be preempted by the other processes
-// and threads on a 2-core host. One row a request, appended to $SWITCHYARD_STAGES_FILE.
+// and threads on a 2-core host. Between the upstream request and its head it reads how long the
+// event loop was not waiting for I/O (event-loop utilisation's idle time taken from the span): a
+// head that waits while the loop works for other requests and streams shows as busy time there.
+// One row a request, appended to $SWITCHYARD_STAGES_FILE.
 // The probe costs a few µs a request on every side (two schedstat reads of ~3 µs on a slow host).
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe } from 'node:diagnostics_channel';
@@ -23,6 +26,10 @@ interface Stamp {
   waitUs: number;
   /** Requests arrived and not yet at their first client write when this one arrived. */
   ahead: number;
+  /** The event loop's idle time (ms, cumulative) when the upstream request was made. */
+  idle0: number;
+  /** µs of the upstream request → head span the loop was not idle; -1 until the head. */
+  headBusyUs: number;
 }
 
 const file = process.env.SWITCHYARD_STAGES_FILE;
@@ -60,6 +67,8 @@ function install(out: string): void {
       first: 0,
       waitUs: -1,
       ahead: open,
+      idle0: 0,
+      headBusyUs: -1,
     };
     open++;
     const res = args[1] as ServerResponse;
@@ -80,7 +89,7 @@ function install(out: string): void {
     open--;
     const at = (t: number): string => (t === 0 ? '-1' : ((t - s.t0) * 1000).toFixed(1));
     rows.push(
-      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}`,
+      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}\t${s.headBusyUs.toFixed(1)}`,
     );
   };
   const write = ServerResponse.prototype.write;
@@ -98,12 +107,16 @@ function install(out: string): void {
     const s = als.getStore();
     if (s === undefined || s.made !== 0) return;
     s.made = performance.now();
+    s.idle0 = performance.eventLoopUtilization().idle;
     if (s.wait0 >= 0) s.waitUs = (queued() - s.wait0) / 1000;
     byRequest.set((message as { request: object }).request, s);
   });
   subscribe('undici:request:headers', (message) => {
     const s = byRequest.get((message as { request: object }).request);
-    if (s !== undefined && s.head === 0) s.head = performance.now();
+    if (s === undefined || s.head !== 0) return;
+    s.head = performance.now();
+    const idleMs = performance.eventLoopUtilization().idle - s.idle0;
+    s.headBusyUs = Math.max(0, (s.head - s.made - idleMs) * 1000);
   });
 
   const flush = (): void => {

@@ -13,6 +13,11 @@ export interface StageRow {
   /** Run-queue wait of the main thread between arrival and the upstream request, µs; null: unknown. */
   waitUs: number | null;
   ahead: number;
+  /**
+   * µs of the upstream request → head span the event loop was not idle (working for other
+   * requests and streams while the head may have waited); null when the probe did not read it.
+   */
+  headBusyUs: number | null;
 }
 
 export interface StageSummary {
@@ -20,6 +25,8 @@ export interface StageSummary {
   /** Medians, µs. */
   toUpstream: number;
   upstreamToHead: number;
+  /** Median of headBusyUs over the rows that have it; NaN when none has. */
+  upstreamToHeadBusy: number;
   headToFirst: number;
   toFirst: number;
   /** Requests that found no other request between arrival and first write, and their medians. */
@@ -49,6 +56,7 @@ export function readStageRows(file: string): StageRow[] {
       first: Number(f[3]),
       waitUs: optional(f[4]!),
       ahead: Number(f[5]),
+      headBusyUs: f[6] === undefined ? null : optional(f[6]),
     });
   }
   return rows;
@@ -73,6 +81,9 @@ export function summariseStages(rows: StageRow[], fromMs: number, toMs: number):
     requests: inside.length,
     toUpstream: medianOf(inside.map(made)),
     upstreamToHead: medianOf(inside.map((r) => head(r) - made(r))),
+    upstreamToHeadBusy: medianOf(
+      inside.flatMap((r) => (r.headBusyUs === null ? [] : [r.headBusyUs])),
+    ),
     headToFirst: medianOf(inside.map((r) => r.first - head(r))),
     toFirst: medianOf(inside.map((r) => r.first)),
     alone: alone.length,
@@ -92,7 +103,8 @@ export function stageLine(side: string, s: StageSummary): string {
       : `; path preempted ${(s.preempted * 100).toFixed(0)}%` +
         (s.preemptedMeanUs === null ? '' : ` (mean ${Math.round(s.preemptedMeanUs)} µs)`);
   return (
-    `  ${side.padEnd(7)} to upstream ${us(s.toUpstream)}, upstream to head ${us(s.upstreamToHead)}, ` +
+    `  ${side.padEnd(7)} to upstream ${us(s.toUpstream)}, upstream to head ${us(s.upstreamToHead)} ` +
+    `(loop busy ${us(s.upstreamToHeadBusy)}), ` +
     `head to first write ${us(s.headToFirst)}, arrival to first write ${us(s.toFirst)} ` +
     `(${s.requests} requests; ${s.alone} alone: to upstream ${us(s.aloneToUpstream)}, ` +
     `to first write ${us(s.aloneToFirst)})${preempted}`

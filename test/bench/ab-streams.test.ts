@@ -49,7 +49,7 @@ describe('npm run bench:ab', () => {
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
       for (const line of stages) {
         expect(line).toMatch(
-          /^\s+\w+\s+to upstream \d+, upstream to head \d+, head to first write \d+, arrival to first write \d+ \((\d+) requests; \d+ alone/,
+          /^\s+\w+\s+to upstream \d+, upstream to head \d+ \(loop busy \d+\), head to first write \d+, arrival to first write \d+ \((\d+) requests; \d+ alone/,
         );
         expect(Number(/\((\d+) requests/.exec(line)?.[1])).toBeGreaterThan(0);
       }

@@ -15,12 +15,12 @@ describe('bench stages', () => {
     writeFileSync(
       file,
       [
-        // at, made, head, first, run-queue wait, ahead
-        '999.000\t10.0\t100.0\t110.0\t0.0\t0', // before the window
-        '1000.000\t20.0\t1020.0\t1050.0\t0.0\t0',
-        '1001.000\t40.0\t1240.0\t1260.0\t300.0\t1',
-        '1002.000\t60.0\t1060.0\t1100.0\t0.0\t0',
-        '1003.000\t-1\t-1\t30.0\t-1\t0', // refused before any upstream call
+        // at, made, head, first, run-queue wait, ahead, loop busy between made and head
+        '999.000\t10.0\t100.0\t110.0\t0.0\t0\t50.0', // before the window
+        '1000.000\t20.0\t1020.0\t1050.0\t0.0\t0\t200.0',
+        '1001.000\t40.0\t1240.0\t1260.0\t300.0\t1\t900.0',
+        '1002.000\t60.0\t1060.0\t1100.0\t0.0\t0', // a probe without the loop's reading
+        '1003.000\t-1\t-1\t30.0\t-1\t0\t-1', // refused before any upstream call
         '2000.000\t10.0\t100.0\t110.0\t0.0\t0', // after it
         '',
       ].join('\n'),
@@ -34,12 +34,16 @@ describe('bench stages', () => {
       first: 30,
       waitUs: null,
       ahead: 0,
+      headBusyUs: null,
     });
+    expect(rows[1]!.headBusyUs).toBe(200);
+    expect(rows[3]!.headBusyUs).toBeNull();
     const s = summariseStages(rows, 1000, 2000);
     expect(s).toEqual({
       requests: 3,
       toUpstream: 40,
       upstreamToHead: 1000,
+      upstreamToHeadBusy: 550,
       headToFirst: 30,
       toFirst: 1100,
       alone: 2,
@@ -49,9 +53,9 @@ describe('bench stages', () => {
       preemptedMeanUs: 300,
     });
     expect(stageLine('this', s)).toBe(
-      '  this    to upstream 40, upstream to head 1000, head to first write 30, arrival to first ' +
-        'write 1100 (3 requests; 2 alone: to upstream 40, to first write 1075); path preempted ' +
-        '33% (mean 300 µs)',
+      '  this    to upstream 40, upstream to head 1000 (loop busy 550), head to first write 30, ' +
+        'arrival to first write 1100 (3 requests; 2 alone: to upstream 40, to first write 1075); ' +
+        'path preempted 33% (mean 300 µs)',
     );
   });
 
@@ -60,5 +64,6 @@ describe('bench stages', () => {
     expect(s.requests).toBe(0);
     expect(s.preempted).toBeNull();
     expect(stageLine('proxy', s)).toContain('to upstream –');
+    expect(stageLine('proxy', s)).toContain('(loop busy –)');
   });
 });
