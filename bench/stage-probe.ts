@@ -7,7 +7,8 @@
 // the arrival and the upstream request: a path that long can be preempted by the other processes
 // and threads on a 2-core host. Between the upstream request and its head it reads how long the
 // event loop was not waiting for I/O (event-loop utilisation's idle time taken from the span): a
-// head that waits while the loop works for other requests and streams shows as busy time there.
+// head that waits while the loop works for other requests and streams shows as busy time there
+// (wall time out of epoll, preemption inside a callback included: not CPU).
 // One row a request, appended to $SWITCHYARD_STAGES_FILE.
 // The probe costs a few µs a request on every side (two schedstat reads of ~3 µs on a slow host).
 import { AsyncLocalStorage } from 'node:async_hooks';
