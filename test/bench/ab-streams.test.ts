@@ -5,6 +5,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { GATEWAY_NODE_FLAGS } from '../../bench/gateway-env.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../bench/ab-streams.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,9 +29,9 @@ describe('npm run bench:ab', () => {
     );
     expect(code, output).toBe(0);
     const flags = /^node flags: base (.*); this (.*)$/m.exec(output);
-    expect(flags?.[1]).toContain('--max-semi-space-size=16');
+    expect(flags?.[1]).toContain(GATEWAY_NODE_FLAGS.join(' '));
     expect(flags?.[1]).not.toContain('--no-warnings');
-    expect(flags?.[2]).toContain('--max-semi-space-size=16 --no-warnings');
+    expect(flags?.[2]).toContain([...GATEWAY_NODE_FLAGS, '--no-warnings'].join(' '));
     for (const section of ['8 streams back to back', '16 streams/s at 50 tokens/s']) {
       const block = output.slice(output.indexOf(section)).split('\n').slice(1, 5);
       expect(block.map((l) => l.trim().split(/\s+/)[0])).toEqual([
