@@ -58,7 +58,7 @@ function nodeFlagsOf(pid: number): string {
     const words = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     return words.filter((w) => w.startsWith('--')).join(' ');
   } catch {
-    return pid === -1 ? '' : '(unknown)';
+    return '(unknown)';
   }
 }
 const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
