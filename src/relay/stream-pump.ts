@@ -167,9 +167,15 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
     });
   }
 
-  /** Drops the upstream call unless undici has finished it (a stream not read to its end). */
-  cancel(err: Error = new Error('the upstream call was dropped')): void {
-    if (this.open && this.abortCall !== null) this.abortCall(err);
+  /**
+   * Drops the upstream call unless undici has finished it (a stream not read to its end). The
+   * error is made only when there is a call to drop: a default `new Error()` was made (and its
+   * stack captured) at every stream's end for nothing, 1.4-1.5% of the gateway's main thread in
+   * a profile of the bench's stream sections, its largest own item after the path and the relay.
+   */
+  cancel(err?: Error): void {
+    if (this.open && this.abortCall !== null)
+      this.abortCall(err ?? new Error('the upstream call was dropped'));
   }
 
   // undici's handler interface (Dispatcher.DispatchHandler, the form its client calls directly).

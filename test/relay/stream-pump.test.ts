@@ -375,7 +375,7 @@ describe('UpstreamPump', () => {
   it('cancel() drops an open call and does nothing once the call has ended', async () => {
     const open = await started();
     open.pump.cancel();
-    expect(open.call.aborted).not.toBeNull();
+    expect(open.call.aborted?.message).toBe('the upstream call was dropped');
 
     const ended = await started();
     ended.call.end(event(0));
