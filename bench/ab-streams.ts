@@ -110,6 +110,8 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
         `  ${(added >= 0 ? '+' : '') + added.toFixed(2)}  (${r.streams} streams, ${r.errors} errors)` +
         (cpu[i] ?? ''),
     );
+    // A failed stream is a finding of its own: say what the first one was.
+    if (r.errors > 0) console.log(`    first error: ${r.firstError ?? '(none recorded)'}`);
   });
 }
 
