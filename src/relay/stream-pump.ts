@@ -169,9 +169,9 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
 
   /**
    * Drops the upstream call unless undici has finished it (a stream not read to its end). The
-   * error is made only when there is a call to drop: a default `new Error()` was made (and its
-   * stack captured) at every stream's end for nothing, 1.4-1.5% of the gateway's main thread in
-   * a profile of the bench's stream sections, its largest own item after the path and the relay.
+   * error is made only when there is a call to drop: a default `new Error()` was made, stack and
+   * all, at every stream's end for nothing (4.0 µs a call against 0.02 in a loop; 1.4-1.5% of the
+   * gateway's main thread in a profile of the bench's stream sections, session 45).
    */
   cancel(err?: Error): void {
     if (this.open && this.abortCall !== null)
