@@ -29,7 +29,7 @@ import {
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
-import { processCpu, type ProcessCpu } from './proc-cpu.ts';
+import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
 import { readStageRows, stageLine, summariseStages } from './stages.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 
@@ -78,24 +78,52 @@ const P = quick
 type Side = 'direct' | 'proxy' | 'base' | 'this';
 const SIDES: readonly Side[] = ['direct', 'proxy', 'base', 'this'];
 
+/** One side's CPU readings: the process (exited threads included) and its live threads by name. */
+interface CpuReading {
+  process: ProcessCpu;
+  threads: ThreadCpu;
+}
+
+function readCpu(pid: number): CpuReading | null {
+  const process = processCpu(pid);
+  if (process === null) return null;
+  try {
+    return { process, threads: threadCpu(pid) };
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Each side's process CPU a stream over a section: the mock upstream and the other sides idle
- * during a side's turns, so a process's CPU over the section is its own sides' turns' (the direct
- * side has no process of its own). Ticks are 10 ms: ~1,000 streams a section make it ~10 µs.
+ * during a side's turns, so a process's CPU over the section is its own turns' plus its idle
+ * background through the others' (timers and polls: an idle Postgres+Redis gateway spent ~8 ms a
+ * second over its threads; its worker's 2.3 read as ~200 µs a back-to-back stream, session 46).
+ * The direct side has no process of its own. Ticks are 10 ms: ~1,000 streams a section make it
+ * ~10 µs. Beside the main thread, V8's helper threads (GC's parallel and concurrent work) and
+ * worker threads (the store's), which take cores from the upstream and the load generator on a
+ * 2-core host.
  */
 function cpuPerStream(
   pids: Partial<Record<Side, number>>,
-  before: Partial<Record<Side, ProcessCpu | null>>,
+  before: Partial<Record<Side, CpuReading | null>>,
   results: Record<Side, StreamLoopResult>,
 ): string[] {
   return SIDES.map((side) => {
     const pid = pids[side];
     const from = before[side];
-    const to = pid === undefined ? null : processCpu(pid);
+    const to = pid === undefined ? null : readCpu(pid);
     if (to === null || from === undefined || from === null || results[side].streams === 0)
       return '';
     const n = results[side].streams;
-    return `  cpu/stream main ${Math.round((to.main - from.main) / n)} µs, all threads ${Math.round((to.all - from.all) / n)} µs`;
+    const per = (us: number): number => Math.round(us / n);
+    const thread = (name: string): number =>
+      (to.threads.get(name) ?? 0) - (from.threads.get(name) ?? 0);
+    return (
+      `  cpu/stream main ${per(to.process.main - from.process.main)} µs, ` +
+      `all threads ${per(to.process.all - from.process.all)} µs ` +
+      `(V8 helpers ${per(thread('V8Worker'))}, workers ${per(thread('WorkerThread'))})`
+    );
   });
 }
 
@@ -209,11 +237,11 @@ try {
       between,
     });
   const pids: Partial<Record<Side, number>> = { proxy: proxy.pid, base: base.pid, this: mine.pid };
-  const cpuNow = (): Partial<Record<Side, ProcessCpu | null>> => {
-    const now: Partial<Record<Side, ProcessCpu | null>> = {};
+  const cpuNow = (): Partial<Record<Side, CpuReading | null>> => {
+    const now: Partial<Record<Side, CpuReading | null>> = {};
     for (const side of SIDES) {
       const pid = pids[side];
-      if (pid !== undefined) now[side] = processCpu(pid);
+      if (pid !== undefined) now[side] = readCpu(pid);
     }
     return now;
   };
