@@ -12,6 +12,9 @@
 // request are in that run's TTFTs.
 // `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
 // npm start's, to judge a flag against the same code without it in one run.
+// `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
+// limiter (base keeps --pg's choice), to judge a backend pair against another with the same code
+// in one run: `npm run bench:ab -- . --pg --this-on=pglite+redis` (session 46).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -42,10 +45,22 @@ const onPostgres = argv.includes('--pg');
 const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
   console.error(
-    'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]',
+    'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]' +
+      ' [--this-on=<pg|pglite>+<redis|memory>]',
   );
   process.exit(2);
 }
+const THIS_ON_ARG = '--this-on=';
+const thisOnArg = argv.find((a) => a.startsWith(THIS_ON_ARG))?.slice(THIS_ON_ARG.length) ?? null;
+const thisOn = ((): { pg: boolean; redis: boolean } => {
+  if (thisOnArg === null) return { pg: onPostgres, redis: onPostgres };
+  const [store, limits] = thisOnArg.split('+');
+  if ((store !== 'pg' && store !== 'pglite') || (limits !== 'redis' && limits !== 'memory')) {
+    console.error(`--this-on takes <pg|pglite>+<redis|memory>, not "${thisOnArg}"`);
+    process.exit(2);
+  }
+  return { pg: store === 'pg', redis: limits === 'redis' };
+})();
 const THIS_FLAGS_ARG = '--this-flags=';
 const thisFlags = (argv.find((a) => a.startsWith(THIS_FLAGS_ARG)) ?? THIS_FLAGS_ARG)
   .slice(THIS_FLAGS_ARG.length)
@@ -201,14 +216,28 @@ try {
       ...GATEWAY_ENV,
       ...probeEnv('base'),
     }),
-    startChild('this', 'gateway', gatewayArgs, [...GATEWAY_NODE_FLAGS, ...thisFlags], {
-      ...GATEWAY_ENV,
-      ...probeEnv('this'),
-    }),
+    startChild(
+      'this',
+      'gateway',
+      {
+        ...gatewayArgs,
+        pgUrl: thisOn.pg ? PG_URL : null,
+        redisUrl: thisOn.redis ? REDIS_URL : null,
+      },
+      [...GATEWAY_NODE_FLAGS, ...thisFlags],
+      { ...GATEWAY_ENV, ...probeEnv('this') },
+    ),
   ]);
   children.push(proxy, base, mine);
   if (thisFlags.length > 0)
     console.log(`node flags: base ${nodeFlagsOf(base.pid)}; this ${nodeFlagsOf(mine.pid)}`);
+  if (thisOnArg !== null) {
+    const on = (pg: boolean, redis: boolean): string =>
+      `${pg ? 'Postgres' : 'PGlite'} + ${redis ? 'Redis' : 'in-memory limits'}`;
+    console.log(
+      `backends: base ${on(onPostgres, onPostgres)}; this ${on(thisOn.pg, thisOn.redis)}`,
+    );
+  }
   const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
   const sides = [
     { id: 'direct' as const, target: target(upstream) },
