@@ -1,14 +1,39 @@
-// `npm run bench:ab -- <checkout> --quick --stages --this-flags=…` end to end, with this checkout
-// as its own base: both stream sections print a TTFT for every side and no stream fails, the stage
-// probe's medians for the proxy and both gateways, and only 'this' gateway's process got the extra
-// flag. No speed is asserted.
-import { spawn } from 'node:child_process';
+// `npm run bench:ab -- <checkout> --quick --stages --this-flags=… --this-on=pglite+redis` end to
+// end, with this checkout as its own base: both stream sections print a TTFT and the CPU a stream
+// by thread kind for every side and no stream fails, the stage probe's medians for the proxy and
+// both gateways, only 'this' gateway's process got the extra flag, and only it ran on Redis. No
+// speed is asserted. Without Redis (outside CI) the run keeps both gateways embedded.
+import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { GATEWAY_NODE_FLAGS } from '../../bench/gateway-env.ts';
+import { GATEWAY_NODE_FLAGS, REDIS_URL } from '../../bench/gateway-env.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../bench/ab-streams.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+async function reachable(url: string): Promise<boolean> {
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 1000,
+    retryStrategy: () => null,
+  });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    return (await probe.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+
+const redisUp = await reachable(REDIS_URL);
+if (!redisUp) {
+  if (process.env.CI) throw new Error(`Redis is required in CI and ${REDIS_URL} is unreachable`);
+  console.warn(`[bench:ab test] Redis at ${REDIS_URL} is unreachable: --this-on is not tested`);
+}
 
 describe('npm run bench:ab', () => {
   it('compares two gateways with the direct call and the bare proxy, stream sections only', async () => {
@@ -16,7 +41,14 @@ describe('npm run bench:ab', () => {
       (resolve) => {
         const child = spawn(
           process.execPath,
-          [SCRIPT, ROOT, '--quick', '--stages', '--this-flags=--no-warnings'],
+          [
+            SCRIPT,
+            ROOT,
+            '--quick',
+            '--stages',
+            '--this-flags=--no-warnings',
+            ...(redisUp ? ['--this-on=pglite+redis'] : []),
+          ],
           {
             stdio: ['ignore', 'pipe', 'pipe'],
           },
@@ -32,6 +64,8 @@ describe('npm run bench:ab', () => {
     expect(flags?.[1]).toContain(GATEWAY_NODE_FLAGS.join(' '));
     expect(flags?.[1]).not.toContain('--no-warnings');
     expect(flags?.[2]).toContain([...GATEWAY_NODE_FLAGS, '--no-warnings'].join(' '));
+    if (redisUp)
+      expect(output).toMatch(/^backends: base PGlite \+ in-memory limits; this PGlite \+ Redis$/m);
     for (const section of ['8 streams back to back', '16 streams/s at 50 tokens/s']) {
       const block = output.slice(output.indexOf(section)).split('\n').slice(1, 5);
       expect(block.map((l) => l.trim().split(/\s+/)[0])).toEqual([
@@ -42,7 +76,7 @@ describe('npm run bench:ab', () => {
       ]);
       for (const line of block) {
         expect(line).toMatch(
-          /^\s+\w+\s+\d+\.\d\d \/\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+\(\d+ streams, 0 errors\)(\s+cpu\/stream main -?\d+ µs, all threads -?\d+ µs)?$/,
+          /^\s+\w+\s+\d+\.\d\d \/\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+\(\d+ streams, 0 errors\)(\s+cpu\/stream main -?\d+ µs, all threads -?\d+ µs \(V8 helpers -?\d+, workers -?\d+\))?$/,
         );
         expect(Number(/\((\d+) streams/.exec(line)?.[1])).toBeGreaterThan(0);
       }
@@ -56,4 +90,10 @@ describe('npm run bench:ab', () => {
       }
     }
   }, 120_000);
+
+  it('refuses a --this-on that names no store and limiter, before starting anything', () => {
+    const r = spawnSync(process.execPath, [SCRIPT, ROOT, '--this-on=redis'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--this-on takes <pg|pglite>+<redis|memory>, not "redis"');
+  });
 });
