@@ -5,35 +5,14 @@
 // speed is asserted. Without Redis (outside CI) the run keeps both gateways embedded.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { GATEWAY_NODE_FLAGS, REDIS_URL } from '../../bench/gateway-env.ts';
+import { redisForTests } from '../redis-reachable.ts';
 
 const SCRIPT = fileURLToPath(new URL('../../bench/ab-streams.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-async function reachable(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 1000,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
-const redisUp = await reachable(REDIS_URL);
-if (!redisUp) {
-  if (process.env.CI) throw new Error(`Redis is required in CI and ${REDIS_URL} is unreachable`);
-  console.warn(`[bench:ab test] Redis at ${REDIS_URL} is unreachable: --this-on is not tested`);
-}
+const redisUp = await redisForTests(REDIS_URL, 'bench:ab test', '--this-on is not tested');
 
 describe('npm run bench:ab', () => {
   it('compares two gateways with the direct call and the bare proxy, stream sections only', async () => {

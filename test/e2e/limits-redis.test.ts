@@ -7,35 +7,13 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/limits/create-limiter.ts';
 import type { GatewayLimiter } from '../../src/limits/resilient-limiter.ts';
+import { redisForTests } from '../redis-reachable.ts';
 import { e2eStore, limitsConfig, startHarness, withChatModel, type Harness } from './harness.ts';
 
 const REDIS_URL = 'redis://127.0.0.1:6379';
 const PREFIX = `sy-e2e-${randomBytes(4).toString('hex')}:`;
 
-async function reachable(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 1000,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
-const redisUp = await reachable(REDIS_URL);
-if (!redisUp) {
-  if (process.env.CI) throw new Error(`Redis is required in CI and ${REDIS_URL} is unreachable`);
-  console.warn(
-    `[limits e2e] Redis at ${REDIS_URL} is unreachable: skipping the shared-limit tests`,
-  );
-}
+const redisUp = await redisForTests(REDIS_URL, 'limits e2e', 'skipping the shared-limit tests');
 
 /** The limits config plus `rpm300`: a limit high enough that hot buckets take blocks (0031). */
 function files(mockUrl: string): Record<string, string> {

@@ -13,34 +13,14 @@ import { LimiterUnavailableError } from '../../src/limits/limiter.ts';
 import type { BlacklistEntry, LimiterState, SlotLease } from '../../src/limits/limiter.ts';
 import { connectLimiterRedis, whenRedisReady } from '../../src/limits/redis-client.ts';
 import { RedisLimiter } from '../../src/limits/redis-limiter.ts';
+import { redisAnswers, redisForTests } from '../redis-reachable.ts';
 import { limiterConformance } from './conformance.ts';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const RUN_PREFIX = `switchyard-test:${randomBytes(4).toString('hex')}:`;
 const WINDOW_MS = 2000;
 
-async function reachable(url: string): Promise<boolean> {
-  const probe = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 1000,
-    retryStrategy: () => null,
-  });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
-const redisUp = await reachable(REDIS_URL);
-if (!redisUp) {
-  if (process.env.CI) throw new Error(`Redis is required in CI and ${REDIS_URL} is unreachable`);
-  console.warn(`[limits] Redis at ${REDIS_URL} is unreachable: skipping the Redis limiter tests`);
-}
+const redisUp = await redisForTests(REDIS_URL, 'limits', 'skipping the Redis limiter tests');
 const haveRedisServer = spawnSync('redis-server', ['--version']).status === 0;
 if (!haveRedisServer) {
   if (process.env.CI) throw new Error('redis-server is required in CI for the recovery test');
@@ -870,7 +850,7 @@ describe('when Redis is unreachable', () => {
           stdio: 'ignore',
         },
       );
-      await waitFor(() => reachable(`redis://127.0.0.1:${port}`), 10_000);
+      await waitFor(() => redisAnswers(`redis://127.0.0.1:${port}`), 10_000);
       return child;
     }
 
