@@ -100,10 +100,10 @@ interface CpuReading {
 }
 
 function readCpu(pid: number): CpuReading | null {
-  const process = processCpu(pid);
-  if (process === null) return null;
+  const whole = processCpu(pid);
+  if (whole === null) return null;
   try {
-    return { process, threads: threadCpu(pid) };
+    return { process: whole, threads: threadCpu(pid) };
   } catch {
     return null;
   }
