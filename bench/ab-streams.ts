@@ -156,6 +156,15 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
     // A failed stream is a finding of its own: say what the first one was.
     if (r.errors > 0) console.log(`    first error: ${r.firstError ?? '(none recorded)'}`);
   });
+  // What a burst after a side's idle spell meets (each turn's first wave), apart from the rest.
+  const wave = results.proxy.firstWaveTtft;
+  if (wave === null || wave === undefined) return;
+  const cells = SIDES.map((side) => {
+    const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
+    const added = p50 - wave.p50;
+    return `${side} ${p50.toFixed(2)} (${(added >= 0 ? '+' : '') + added.toFixed(2)})`;
+  });
+  console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
 }
 
 /** The probe's environment for one side: its rows go to <stagesDir>/<side>.tsv. */

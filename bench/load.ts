@@ -489,6 +489,12 @@ export interface StreamLoopResult {
    * results written before session 30.
    */
   turnTtftP50?: number[];
+  /**
+   * TTFT of each turn's first `concurrency` streams (a closed loop's first wave, the burst that
+   * meets a side after its idle spell between turns), null for paced turns; absent before session
+   * 47. A gateway's first wave waits on whatever went cold in the spell (decision 0059).
+   */
+  firstWaveTtft?: Percentiles | null;
 }
 
 /** What one side's stream slices gathered. */
@@ -540,7 +546,12 @@ async function streamSlice(
   await Promise.all(Array.from({ length: opts.concurrency }, loop));
 }
 
-function streamResult(concurrency: number, sink: StreamSink, connects: number): StreamLoopResult {
+function streamResult(
+  concurrency: number,
+  sink: StreamSink,
+  connects: number,
+  firstWave: boolean,
+): StreamLoopResult {
   return {
     concurrency,
     connections: connects,
@@ -553,6 +564,15 @@ function streamResult(concurrency: number, sink: StreamSink, connects: number): 
     turnTtftP50: sink.turnStarts.map(
       (from, i) => percentiles(sink.ttft.slice(from, sink.turnStarts[i + 1])).p50,
     ),
+    // Each loop's first stream is recorded before its second starts: a turn's first
+    // `concurrency` records are its first wave.
+    firstWaveTtft: firstWave
+      ? percentiles(
+          sink.turnStarts.flatMap((from, i) =>
+            sink.ttft.slice(from, Math.min(from + concurrency, sink.turnStarts[i + 1] ?? Infinity)),
+          ),
+        )
+      : null,
   };
 }
 
@@ -576,7 +596,7 @@ export async function interleavedStreamLoop<K extends string>(
         { concurrency: opts.concurrency, durationMs: opts.sliceMs, body: opts.body },
         sink,
       ),
-    (sink, connects) => streamResult(opts.concurrency, sink, connects),
+    (sink, connects) => streamResult(opts.concurrency, sink, connects, true),
   );
 }
 
@@ -604,7 +624,7 @@ export async function interleavedPacedStreamLoop<K extends string>(
         (r) => recordStream(sink, r),
       );
     },
-    (sink, connects) => streamResult(opts.connections, sink, connects),
+    (sink, connects) => streamResult(opts.connections, sink, connects, false),
   );
 }
 

@@ -221,6 +221,14 @@ function rows(r: BenchResults): Row[] {
       compare: 'diff',
     },
     {
+      // Each turn's first 8 streams: the burst that meets a side after its idle spell.
+      label: 'stream TTFT p50, first wave of a turn',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.firstWaveTtft?.p50 ?? null,
+      compare: 'diff',
+    },
+    {
       label: 'stream TTLT p50',
       unit: 'ms',
       digits: 3,

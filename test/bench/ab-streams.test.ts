@@ -59,7 +59,16 @@ describe('npm run bench:ab', () => {
         );
         expect(Number(/\((\d+) streams/.exec(line)?.[1])).toBeGreaterThan(0);
       }
-      const stages = output.slice(output.indexOf(section)).split('\n').slice(6, 9);
+      const lines = output.slice(output.indexOf(section)).split('\n');
+      // Back to back, each turn's first wave (the burst after a side's idle spell) apart.
+      const wave = lines[5] ?? '';
+      if (section.startsWith('8 streams'))
+        expect(wave).toMatch(
+          /^ {2}first wave of each turn, TTFT p50 \(added over the proxy\): direct \d+\.\d\d \([+-]\d+\.\d\d\), proxy \d+\.\d\d \(\+0\.00\), base \d+\.\d\d \([+-]\d+\.\d\d\), this \d+\.\d\d \([+-]\d+\.\d\d\)$/,
+        );
+      else expect(wave).not.toContain('first wave');
+      const at = lines.findIndex((l) => l.startsWith('  stages (medians'));
+      const stages = lines.slice(at + 1, at + 4);
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
       for (const line of stages) {
         expect(line).toMatch(

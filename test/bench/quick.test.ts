@@ -59,6 +59,9 @@ describe('npm run bench:quick', () => {
       expect(r.stream[side]?.turnTtftP50?.length, side).toBe(r.params.streamSlices);
       expect(r.pacedStream?.[side]?.turnTtftP50?.length, side).toBe(r.params.pacedSlices);
       for (const p50 of r.stream[side]?.turnTtftP50 ?? []) expect(p50, side).toBeGreaterThan(0);
+      // Each turn's first wave apart (the burst after the side's idle spell); none when paced.
+      expect(r.stream[side]?.firstWaveTtft?.p50, side).toBeGreaterThan(0);
+      expect(r.pacedStream?.[side]?.firstWaveTtft, side).toBeNull();
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
