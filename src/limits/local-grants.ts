@@ -123,7 +123,15 @@ export class Demand {
    */
   leases(now: number): number {
     if (this.warm(now)) return WARM_LEASES;
-    return this.roomy && this.hot(now) ? ROOMY_LEASES : 1;
+    return this.roomy && (this.hot(now) || this.keepsBlock(now)) ? ROOMY_LEASES : 1;
+  }
+
+  /**
+   * Whether the sweep keeps a block at hand though no call came: the entry was far from its limit
+   * at the last reply, is not held exact, and still remembers being hot.
+   */
+  keepsBlock(now: number): boolean {
+    return this.roomy && now >= this.exactUntil && this.remembers(now);
   }
 
   /** Whether the entry is worth keeping though idle: it still remembers being hot. */
@@ -134,6 +142,15 @@ export class Demand {
   /** A hot entry's block; each kind of entry sizes its own. */
   protected hotWant(): number {
     return HOT_CALLS;
+  }
+
+  /**
+   * The block the sweep keeps at hand through an idle spell (keepsBlock): what one lease period
+   * of the last demand asks for, so that holding it costs little; the calls of a burst that it
+   * does not cover ask for a full block ahead while it still serves.
+   */
+  keepWant(): number {
+    return this.hotWant();
   }
 
   /**
@@ -245,6 +262,11 @@ export class BucketGrants extends Grants<RpmBlock> {
   /** A hot bucket's block: twice its recent rate over the block's lease periods. */
   protected override hotWant(): number {
     return Math.min(MAX_BLOCK, 2 * this.rate() * (this.roomy ? ROOMY_LEASES : 1));
+  }
+
+  /** Twice the last rate seen (a period's calls; no call since leaves it as it was). */
+  override keepWant(): number {
+    return Math.min(MAX_BLOCK, Math.max(HOT_CALLS, 2 * this.rate()));
   }
 }
 

@@ -114,6 +114,34 @@ describe('local grants: the block an entry asks for', () => {
     expect(held.want(wake)).toBe(1);
   });
 
+  it('keeps a small block of ROOMY_LEASES leases at hand through an idle spell while roomy and remembering the hot spell', () => {
+    const b = new BucketGrants();
+    const last = calls(b, 1_000, 50, 2); // 50 in a 100 ms period
+    b.roomy = true;
+    expect(b.want(last)).toBe(2 * 50 * ROOMY_LEASES);
+    const idle = last + 3_000;
+    expect(b.keepsBlock(idle)).toBe(true);
+    // One lease's worth at the last rate, twice over: a tenth of the block it asks for when hot.
+    expect(b.keepWant()).toBe(2 * 50);
+    expect(b.leases(idle)).toBe(ROOMY_LEASES);
+    expect(b.keepsBlock(last + WAKE_MS + 1)).toBe(false);
+    b.exactUntil = idle + LEASE; // a refused block holds it exact
+    expect(b.keepsBlock(idle)).toBe(false);
+    b.exactUntil = -Infinity;
+    b.roomy = false; // the last reply found it past a quarter used
+    expect(b.keepsBlock(idle)).toBe(false);
+    expect(b.leases(idle)).toBe(1);
+    // A channel keeps what its hot want is: twice its peak in use, plus two.
+    const c = new ChannelGrants();
+    c.roomy = true;
+    for (let i = 0; i < 5; i++) c.took();
+    const cLast = calls(c, 1_000, 8, 5);
+    c.inUse = 0;
+    expect(c.keepsBlock(cLast + 3_000)).toBe(true);
+    expect(c.keepWant()).toBe(2 * 5 + 2);
+    expect(c.leases(cLast + 3_000)).toBe(ROOMY_LEASES);
+  });
+
   it('asks a warm bucket (under 4 calls a period, 8 or more a second) for two warm leases of calls', () => {
     const b = new BucketGrants();
     const last = calls(b, 1_000, 20, 50); // 20 a second, never 4 in 100 ms
