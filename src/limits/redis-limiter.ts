@@ -1039,7 +1039,8 @@ export class RedisLimiter implements Limiter {
     // A block that would end before the next sweep, with half a period to spare for a late timer.
     const horizon = 1.5 * this.sweepEveryMs;
     const idleAfter = 4 * this.leaseMs;
-    // Blocks in use, a block request or a return out: the quick pace. Blocks only: a lease.
+    // A block in use or not yet ended, a block request or a return out: the quick pace. Only
+    // kept blocks: a lease's (below).
     let busy = this.returns.size > 0;
     let holding = false;
     for (const [bucket, b] of this.buckets) {
@@ -1054,7 +1055,7 @@ export class RedisLimiter implements Limiter {
       }
       if (idle(b, now, idleAfter)) this.buckets.delete(bucket);
       else {
-        busy ||= b.pending !== null;
+        busy ||= b.pending !== null || (b.blocks.length > 0 && !b.keepsBlock(now));
         holding ||= b.blocks.length > 0;
       }
     }
@@ -1069,7 +1070,7 @@ export class RedisLimiter implements Limiter {
       }
       if (idle(c, now, idleAfter)) this.channels.delete(channelId);
       else {
-        busy ||= c.pending !== null || c.inUse > 0;
+        busy ||= c.pending !== null || (c.blocks.length > 0 && !c.keepsBlock(now));
         holding ||= c.blocks.length > 0;
       }
     }
@@ -1079,9 +1080,11 @@ export class RedisLimiter implements Limiter {
       this.sweepTimer = null;
       return;
     }
-    // Kept blocks (decision 0059) need a sweep only to renew them before they end (a quarter of
-    // their lease ahead) and to end them: a lease's pace does both, at a quarter of the wake-ups
-    // (each a cold pass, ~50 µs for two entries on a slow host). Entries kept only because they
+    // Kept blocks (decision 0059; ROOMY_LEASES or WARM_LEASES long) need a sweep only to renew
+    // them before they end (a quarter of their lease ahead) and to end them: a lease's pace does
+    // both, at a quarter of the wake-ups (each a cold pass, ~50-100 µs for two entries on this
+    // session's host), and ends one at most a lease late. Other blocks keep the quick pace, so
+    // what they did not use goes back within ~1.25 of their lease. Entries kept only because they
     // remember a hot spell (decision 0047) have nothing to end or ask for until a call comes,
     // which arms the quick pace again.
     const everyMs = busy ? this.sweepPeriodMs() : holding ? this.leaseMs : IDLE_SWEEP_MS;
