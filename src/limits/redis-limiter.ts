@@ -375,11 +375,14 @@ export class RedisLimiter implements Limiter {
     horizonMs: number,
     keep = false,
   ): void {
-    const want = (entry: Demand): number => (keep ? entry.keepWant() : entry.want(now));
     const rpmWant =
-      bucket !== null && b !== null && b.renewsAhead(limit, now, horizonMs) ? want(b) : 0;
+      bucket !== null && b !== null && b.renewsAhead(limit, now, horizonMs)
+        ? blockWant(b, now, keep)
+        : 0;
     const slotWant =
-      slot !== null && c !== null && c.renewsAhead(slot.capacity, now, horizonMs) ? want(c) : 0;
+      slot !== null && c !== null && c.renewsAhead(slot.capacity, now, horizonMs)
+        ? blockWant(c, now, keep)
+        : 0;
     const rpm = rpmWant > 1 && bucket !== null && b !== null ? b : null;
     const slots = slotWant > 1 && slot !== null && c !== null ? c : null;
     if ((rpm === null && slots === null) || this.closed) return;
@@ -1131,6 +1134,15 @@ export function sharedLeases(rpm: number, slot: number): number {
   if (rpm === WARM_LEASES || slot === WARM_LEASES) return WARM_LEASES;
   if (rpm === 0 && slot === 0) return 1;
   return Math.min(rpm === 0 ? Infinity : rpm, slot === 0 ? Infinity : slot);
+}
+
+/**
+ * The block an entry asks for ahead: the small one it keeps through an idle spell (`keep`, the
+ * sweep's renewal for no call) or what its demand wants. A function, not a closure, since
+ * askAhead runs on every request that a block serves.
+ */
+function blockWant(entry: Demand, now: number, keep: boolean): number {
+  return keep ? entry.keepWant() : entry.want(now);
 }
 
 /** Whether a reply found the bucket at most a quarter used: `remaining` of `limit` after it. */
