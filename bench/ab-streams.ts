@@ -142,6 +142,9 @@ function cpuPerStream(
   });
 }
 
+/** Milliseconds with their sign, to two places. */
+const signed = (ms: number): string => `${ms >= 0 ? '+' : ''}${ms.toFixed(2)}`;
+
 function show(title: string, results: Record<Side, StreamLoopResult>, cpu: string[]): void {
   const proxy = results.proxy.ttft.p50;
   console.log(`\n${title}: TTFT p50 / p99, added p50 over the bare proxy (ms)`);
@@ -150,7 +153,7 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
     const added = r.ttft.p50 - proxy;
     console.log(
       `  ${side.padEnd(7)} ${r.ttft.p50.toFixed(2).padStart(7)} / ${r.ttft.p99.toFixed(2).padStart(7)}` +
-        `  ${(added >= 0 ? '+' : '') + added.toFixed(2)}  (${r.streams} streams, ${r.errors} errors)` +
+        `  ${signed(added)}  (${r.streams} streams, ${r.errors} errors)` +
         (cpu[i] ?? ''),
     );
     // A failed stream is a finding of its own: say what the first one was.
@@ -162,7 +165,7 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   const cells = SIDES.map((side) => {
     const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
     const added = p50 - wave.p50;
-    return `${side} ${p50.toFixed(2)} (${(added >= 0 ? '+' : '') + added.toFixed(2)})`;
+    return `${side} ${p50.toFixed(2)} (${signed(added)})`;
   });
   console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
 }
