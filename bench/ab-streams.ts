@@ -8,7 +8,8 @@
 // embedded store and in-memory limits. `--stages` stamps every request on the proxy and both
 // gateways (bench/stage-probe.ts) and prints, after each section, the medians from arrival to
 // the upstream request, to its head (with how long the event loop was busy meanwhile) and to the
-// first byte out, and how often the path to the upstream waited for a core; the probe's few µs a
+// first byte out, and how often the path to the upstream waited for a core, and back to back the
+// same over each turn's first wave (the burst after a side's idle spell); the probe's few µs a
 // request are in that run's TTFTs.
 // `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
 // npm start's, to judge a flag against the same code without it in one run.
@@ -33,7 +34,13 @@ import {
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
-import { readStageRows, stageLine, summariseStages } from './stages.ts';
+import {
+  readStageRows,
+  stageLine,
+  summariseFirstWave,
+  summariseStages,
+  waveLine,
+} from './stages.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
 
 setFlagsFromString('--expose-gc');
@@ -77,6 +84,9 @@ function nodeFlagsOf(pid: number): string {
   }
 }
 const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
+/** Streams each side holds open back to back: a turn starts with this many at once. */
+const WAVE = 8;
+
 // The same sizes as bench/run.ts's stream sections (full) or a few seconds' worth (quick).
 const P = quick
   ? { chunks: 20, warmup: 1, turns: 2, turnMs: 500, pacedTurns: 2, pacedTurnMs: 1000, gapMs: 0 }
@@ -181,15 +191,25 @@ function probeEnv(side: Side): Record<string, string> {
   };
 }
 
-/** After a section: each probed side's stages over the requests that arrived within it. */
-async function showStages(fromMs: number, toMs: number): Promise<void> {
+/**
+ * After a section: each probed side's stages over the requests that arrived within it, and, back
+ * to back (`wave`: the streams a turn starts with), over each turn's first wave alone.
+ */
+async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void> {
   if (stagesDir === null) return;
   await sleep(400); // the probe appends its rows every 200 ms
+  const sides = ['proxy', 'base', 'this'] as const;
+  const rows = new Map(sides.map((side) => [side, readStageRows(join(stagesDir, `${side}.tsv`))]));
   console.log('  stages (medians, µs; alone: no other request open at its arrival)');
-  for (const side of ['proxy', 'base', 'this'] as const) {
-    const rows = readStageRows(join(stagesDir, `${side}.tsv`));
-    console.log(stageLine(side, summariseStages(rows, fromMs, toMs)));
-  }
+  for (const side of sides)
+    console.log(stageLine(side, summariseStages(rows.get(side)!, fromMs, toMs)));
+  if (wave === 0) return;
+  // A side idles for the other sides' turns, so half a turn without an arrival starts a turn.
+  console.log(`  stages of each turn's first ${wave} streams (medians, µs)`);
+  for (const side of sides)
+    console.log(
+      waveLine(side, summariseFirstWave(rows.get(side)!, fromMs, toMs, wave, P.turnMs / 2)),
+    );
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
@@ -271,7 +291,7 @@ try {
   const streamed = chatBody('bench-stream', true);
   const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>
     interleavedStreamLoop(sides, {
-      concurrency: 8,
+      concurrency: WAVE,
       sliceMs: P.turnMs,
       slices,
       body: streamed,
@@ -291,7 +311,7 @@ try {
   let from = epochMs();
   const b2b = await backToBack(P.turns);
   show('8 streams back to back', b2b, cpuPerStream(pids, before, b2b));
-  await showStages(from, epochMs());
+  await showStages(from, epochMs(), WAVE);
   before = cpuNow();
   from = epochMs();
   const paced = await interleavedPacedStreamLoop(sides, {

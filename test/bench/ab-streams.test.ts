@@ -1,7 +1,8 @@
 // `npm run bench:ab -- <checkout> --quick --stages --this-flags=… --this-on=pglite+redis` end to
 // end, with this checkout as its own base: both stream sections print a TTFT and the CPU a stream
 // by thread kind for every side and no stream fails, the stage probe's medians for the proxy and
-// both gateways, only 'this' gateway's process got the extra flag, and only it ran on Redis. No
+// both gateways (back to back, also over each turn's first wave), only 'this' gateway's process
+// got the extra flag, and only it ran on Redis. No
 // speed is asserted. Without Redis (outside CI) the run keeps both gateways embedded.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -76,6 +77,20 @@ describe('npm run bench:ab', () => {
         );
         expect(Number(/\((\d+) requests/.exec(line)?.[1])).toBeGreaterThan(0);
       }
+      // Back to back, the same stages over each turn's first wave.
+      const waves = lines.slice(at + 4, at + 8);
+      if (section.startsWith('8 streams')) {
+        expect(waves[0]).toBe("  stages of each turn's first 8 streams (medians, µs)");
+        expect(waves.slice(1).map((l) => l.trim().split(/\s+/)[0])).toEqual([
+          'proxy',
+          'base',
+          'this',
+        ]);
+        for (const line of waves.slice(1))
+          expect(line).toMatch(
+            /^\s+\w+\s+to upstream \d+, upstream to head \d+ \(loop busy \d+\), arrival to first write \d+, arrivals spread \d+ \([1-9]\d* requests in [1-9]\d* turns\)$/,
+          );
+      } else expect(waves.join('\n')).not.toContain('first 8 streams');
     }
   }, 120_000);
 

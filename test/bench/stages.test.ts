@@ -1,10 +1,17 @@
 // The stage probe's rows summed up for a section (bench/stages.ts): the window, the medians, the
-// requests alone and the share preempted; rows without an upstream call are left out.
+// requests alone and the share preempted; rows without an upstream call are left out; each turn's
+// first wave apart.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readStageRows, stageLine, summariseStages } from '../../bench/stages.ts';
+import {
+  readStageRows,
+  stageLine,
+  summariseFirstWave,
+  summariseStages,
+  waveLine,
+} from '../../bench/stages.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'sy-stages-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -65,5 +72,42 @@ describe('bench stages', () => {
     expect(s.preempted).toBeNull();
     expect(stageLine('proxy', s)).toContain('to upstream –');
     expect(stageLine('proxy', s)).toContain('(loop busy –)');
+  });
+  it("takes each turn's first wave: the first requests after a gap, in arrival order", () => {
+    const file = join(dir, 'waves.tsv');
+    const row = (at: number, made: number, head: number, first: number, busy: number): string =>
+      `${at.toFixed(3)}\t${made}\t${head}\t${first}\t0.0\t0\t${busy}`;
+    writeFileSync(
+      file,
+      [
+        row(500, 10, 20, 30, 5), // before the window
+        // Turn 1: written in first-write order, so not sorted by arrival; three waves of two.
+        row(1000.5, 300, 2300, 2400, 1800),
+        row(1000, 100, 1100, 1200, 900),
+        row(1010, 50, 150, 160, 40), // the turn's third request: not in its first wave
+        // Turn 2, 2 s later: one of its first two did not go upstream.
+        row(3000, 200, 1200, 1300, 1000),
+        row(3002, -1, -1, 30, -1),
+        row(3003, 60, 160, 170, 50),
+        '',
+      ].join('\n'),
+    );
+    const w = summariseFirstWave(readStageRows(file), 1000, 4000, 2, 500);
+    expect(w).toEqual({
+      turns: 2,
+      requests: 3,
+      toUpstream: 200,
+      upstreamToHead: 1000,
+      upstreamToHeadBusy: 1000,
+      toFirst: 1300,
+      arrivalSpread: 1250,
+    });
+    expect(waveLine('base', w)).toBe(
+      '  base    to upstream 200, upstream to head 1000 (loop busy 1000), arrival to first write ' +
+        '1300, arrivals spread 1250 (3 requests in 2 turns)',
+    );
+    const none = summariseFirstWave([], 0, 1, 8, 500);
+    expect(none.turns).toBe(0);
+    expect(waveLine('proxy', none)).toContain('to upstream –');
   });
 });
