@@ -95,8 +95,12 @@ export function summariseStages(rows: StageRow[], fromMs: number, toMs: number):
   };
 }
 
+/** µs as printed: whole, or '–' where nothing was measured. */
+function us(n: number): string {
+  return Number.isNaN(n) ? '–' : String(Math.round(n));
+}
+
 export function stageLine(side: string, s: StageSummary): string {
-  const us = (n: number): string => (Number.isNaN(n) ? '–' : String(Math.round(n)));
   const preempted =
     s.preempted === null
       ? ''
@@ -168,7 +172,6 @@ export function summariseFirstWave(
 }
 
 export function waveLine(side: string, w: WaveSummary): string {
-  const us = (n: number): string => (Number.isNaN(n) ? '–' : String(Math.round(n)));
   return (
     `  ${side.padEnd(7)} to upstream ${us(w.toUpstream)}, upstream to head ${us(w.upstreamToHead)} ` +
     `(loop busy ${us(w.upstreamToHeadBusy)}), arrival to first write ${us(w.toFirst)}, ` +

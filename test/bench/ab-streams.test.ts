@@ -2,8 +2,8 @@
 // end, with this checkout as its own base: both stream sections print a TTFT and the CPU a stream
 // by thread kind for every side and no stream fails, the stage probe's medians for the proxy and
 // both gateways (back to back, also over each turn's first wave), only 'this' gateway's process
-// got the extra flag, and only it ran on Redis. No
-// speed is asserted. Without Redis (outside CI) the run keeps both gateways embedded.
+// got the extra flag, and only it ran on Redis. No speed is asserted. Without Redis (outside CI)
+// the run keeps both gateways embedded.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
