@@ -34,6 +34,7 @@ import {
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
+import { signed } from './report.ts';
 import {
   readStageRows,
   stageLine,
@@ -152,9 +153,6 @@ function cpuPerStream(
   });
 }
 
-/** Milliseconds with their sign, to two places. */
-const signed = (ms: number): string => `${ms >= 0 ? '+' : ''}${ms.toFixed(2)}`;
-
 function show(title: string, results: Record<Side, StreamLoopResult>, cpu: string[]): void {
   const proxy = results.proxy.ttft.p50;
   console.log(`\n${title}: TTFT p50 / p99, added p50 over the bare proxy (ms)`);
@@ -163,7 +161,7 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
     const added = r.ttft.p50 - proxy;
     console.log(
       `  ${side.padEnd(7)} ${r.ttft.p50.toFixed(2).padStart(7)} / ${r.ttft.p99.toFixed(2).padStart(7)}` +
-        `  ${signed(added)}  (${r.streams} streams, ${r.errors} errors)` +
+        `  ${signed(added, 2)}  (${r.streams} streams, ${r.errors} errors)` +
         (cpu[i] ?? ''),
     );
     // A failed stream is a finding of its own: say what the first one was.
@@ -175,7 +173,7 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   const cells = SIDES.map((side) => {
     const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
     const added = p50 - wave.p50;
-    return `${side} ${p50.toFixed(2)} (${signed(added)})`;
+    return `${side} ${p50.toFixed(2)} (${signed(added, 2)})`;
   });
   console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
 }

@@ -99,7 +99,10 @@ export interface BenchResults {
 /** The sides that are a gateway (the others are the direct call and the bare proxy). */
 export const GATEWAYS: SideId[] = ['gateway', 'gatewayPgRedis'];
 
-const signed = (v: number): string => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
+/** A number with its sign, to `digits` places (MB to one, ms to two). */
+export function signed(v: number, digits = 1): string {
+  return `${v >= 0 ? '+' : ''}${v.toFixed(digits)}`;
+}
 
 /** The middle value (the mean of the two middle ones for an even count); 0 for none. */
 export function median(values: number[]): number {
@@ -350,7 +353,7 @@ function ttftSpread(gw: StreamLoopResult | undefined, px: StreamLoopResult | und
   const b = px?.turnTtftP50 ?? [];
   const added: number[] = [];
   for (let i = 0; i < Math.min(a.length, b.length); i++) added.push(a[i]! - b[i]!);
-  return spread(added, (x) => `${x >= 0 ? '+' : ''}${x.toFixed(2)}`);
+  return spread(added, (x) => signed(x, 2));
 }
 
 /** The issue's goals, measured; reported, never asserted. */

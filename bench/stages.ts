@@ -67,25 +67,36 @@ function medianOf(values: number[]): number {
   return values.length === 0 ? Number.NaN : median(values);
 }
 
+/** Whether a request went upstream and had its head: the rows the stage medians are over. */
+function wentUpstream(r: StageRow): boolean {
+  return r.made !== null && r.head !== null;
+}
+
+/** The medians of a request's path (µs) over rows that went upstream. */
+function pathMedians(
+  rows: StageRow[],
+): Pick<StageSummary, 'toUpstream' | 'upstreamToHead' | 'upstreamToHeadBusy' | 'toFirst'> {
+  return {
+    toUpstream: medianOf(rows.map((r) => r.made!)),
+    upstreamToHead: medianOf(rows.map((r) => r.head! - r.made!)),
+    upstreamToHeadBusy: medianOf(
+      rows.flatMap((r) => (r.headBusyUs === null ? [] : [r.headBusyUs])),
+    ),
+    toFirst: medianOf(rows.map((r) => r.first)),
+  };
+}
+
 /** The rows of requests that went upstream and arrived within [fromMs, toMs). */
 export function summariseStages(rows: StageRow[], fromMs: number, toMs: number): StageSummary {
-  const inside = rows.filter(
-    (r) => r.at >= fromMs && r.at < toMs && r.made !== null && r.head !== null,
-  );
+  const inside = rows.filter((r) => r.at >= fromMs && r.at < toMs && wentUpstream(r));
   const made = (r: StageRow): number => r.made!;
-  const head = (r: StageRow): number => r.head!;
   const alone = inside.filter((r) => r.ahead === 0);
   const known = inside.filter((r) => r.waitUs !== null);
   const waited = known.filter((r) => r.waitUs! > 0);
   return {
     requests: inside.length,
-    toUpstream: medianOf(inside.map(made)),
-    upstreamToHead: medianOf(inside.map((r) => head(r) - made(r))),
-    upstreamToHeadBusy: medianOf(
-      inside.flatMap((r) => (r.headBusyUs === null ? [] : [r.headBusyUs])),
-    ),
-    headToFirst: medianOf(inside.map((r) => r.first - head(r))),
-    toFirst: medianOf(inside.map((r) => r.first)),
+    ...pathMedians(inside),
+    headToFirst: medianOf(inside.map((r) => r.first - r.head!)),
     alone: alone.length,
     aloneToUpstream: medianOf(alone.map(made)),
     aloneToFirst: medianOf(alone.map((r) => r.first)),
@@ -155,16 +166,11 @@ export function summariseFirstWave(
     const current = waves[waves.length - 1]!;
     if (current.length < wave) current.push(r);
   }
-  const upstream = waves.flat().filter((r) => r.made !== null && r.head !== null);
+  const upstream = waves.flat().filter(wentUpstream);
   return {
     turns: waves.length,
     requests: upstream.length,
-    toUpstream: medianOf(upstream.map((r) => r.made!)),
-    upstreamToHead: medianOf(upstream.map((r) => r.head! - r.made!)),
-    upstreamToHeadBusy: medianOf(
-      upstream.flatMap((r) => (r.headBusyUs === null ? [] : [r.headBusyUs])),
-    ),
-    toFirst: medianOf(upstream.map((r) => r.first)),
+    ...pathMedians(upstream),
     arrivalSpread: medianOf(
       waves.filter((w) => w.length > 1).map((w) => (w[w.length - 1]!.at - w[0]!.at) * 1000),
     ),
