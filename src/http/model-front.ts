@@ -10,6 +10,7 @@ import { relayModelRoute, styleOf } from '../relay/relay.ts';
 import { authenticate } from './authenticate.ts';
 import { ENDPOINTS, type EndpointDef } from './endpoints.ts';
 import { GatewayError } from './errors.ts';
+import { PathTurns } from './path-turns.ts';
 import { requestIdFrom } from './request-id.ts';
 import { toGatewayError, writeError } from './send-error.ts';
 
@@ -193,6 +194,7 @@ export class ModelFront {
   private closing = false;
   private readonly ctx: GatewayContext;
   private readonly bodyLimit: number;
+  private readonly turns = new PathTurns();
 
   constructor(ctx: GatewayContext, bodyLimit: number) {
     this.ctx = ctx;
@@ -219,6 +221,12 @@ export class ModelFront {
       return true;
     }
     const id = requestIdFrom(req.headers['x-request-id']);
+    this.turns.run(() => this.start(def, id, req, res));
+    return true;
+  }
+
+  /** Starts the request's path: now, or in a later turn of the loop (path-turns.ts). */
+  private start(def: EndpointDef, id: string, req: IncomingMessage, res: ServerResponse): void {
     serveModelRoute(this.ctx, def, id, req, res, this.bodyLimit).catch((err: unknown) => {
       // A failure outside the request's own error handling (the observer, the error writer):
       // the client still gets an answer, or its connection is closed, never left waiting.
@@ -233,7 +241,6 @@ export class ModelFront {
           { 'x-request-id': id },
         );
     });
-    return true;
   }
 
   /** From now on model requests get 503 (the gateway is closing). */

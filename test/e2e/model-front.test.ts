@@ -239,6 +239,59 @@ describe('the model front', () => {
     }
   });
 
+  it('serves a burst of streams sent together, each in full and billed once (paths take turns)', async () => {
+    // 16 connections, then 16 streamed requests written in one go: the gateway starts the first
+    // paths at once and the rest in later turns of its loop (path-turns.ts, decision 0060).
+    const port = Number(new URL(h.gateway.url).port);
+    const sockets = await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        const socket = connect(port, '127.0.0.1');
+        await once(socket, 'connect');
+        socket.setEncoding('utf8');
+        return socket;
+      }),
+    );
+    const calls = h.mock.callCount();
+    const body = JSON.stringify({
+      model: 'gpt-x',
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    const ids = sockets.map((_, i) => `burst-${Date.now()}-${i}`);
+    const answers = sockets.map(
+      (socket) =>
+        new Promise<string>((resolve, reject) => {
+          let text = '';
+          socket.on('data', (c: string) => {
+            text += c;
+            if (text.endsWith('0\r\n\r\n')) resolve(text);
+          });
+          socket.on('error', reject);
+        }),
+    );
+    try {
+      sockets.forEach((socket, i) =>
+        socket.write(
+          'POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n' +
+            `authorization: Bearer ${key}\r\nx-request-id: ${ids[i]}\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        ),
+      );
+      const texts = await Promise.all(answers);
+      texts.forEach((text, i) => {
+        expect(text.startsWith('HTTP/1.1 200')).toBe(true);
+        expect(text).toContain(`x-request-id: ${ids[i]}`);
+        expect(text).toContain('data: [DONE]');
+      });
+      expect(h.mock.callCount() - calls).toBe(16);
+      const rows = await Promise.all(ids.map((id) => h.usage(id)));
+      expect(rows.map((r) => r.status)).toEqual(Array(16).fill('ok'));
+      expect(rows.every((r) => r.costNano > 0n)).toBe(true);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  });
+
   it('serves a model route with a query string, a JSON content type with parameters, or none', async () => {
     const a = await post(
       h.gateway.url,

@@ -1,0 +1,94 @@
+// One model request's path per turn of the event loop when requests come together. Node hands
+// every request that one poll found to its handler back to back, and each gateway path runs to
+// its upstream call before the next starts: eight streams that arrive together on a slow host
+// keep the loop busy for ~3.5 ms, and the heads of the first ones wait behind the later ones'
+// paths (docs/performance.md, session 48, finding 3). Here the first request of a poll runs at
+// once, as before; the others wait in arrival order and run one per turn, each after a poll, so
+// an upstream head that came meanwhile is written out before the next path (decision 0060).
+// A request alone (the paced case) runs at once and costs one setImmediate. A waiting path keeps
+// its arrival's async context (AsyncResource.bind), as the request event's listeners would.
+import { AsyncResource } from 'node:async_hooks';
+
+/** How long new paths may hold the loop in one turn before a poll must come between. */
+export const TURN_BUDGET_MS = 1;
+
+/** Runs paths at once while this turn's budget lasts, else in later turns, in order. */
+export class PathTurns {
+  /** Waiting paths from `next` on; the started ones before it are cleared, then cut off. */
+  private readonly waiting: ((() => void) | undefined)[] = [];
+  private next = 0;
+  /** A path ran since the last check phase (in a poll, where node found its request). */
+  private ranInPoll = false;
+  /** When the first path of this turn started (performance.now()). */
+  private turnStart = 0;
+  private turnScheduled = false;
+  private readonly onTurn = (): void => this.turn();
+  private readonly budgetMs: number;
+
+  constructor(budgetMs = TURN_BUDGET_MS) {
+    this.budgetMs = budgetMs;
+  }
+
+  /** Starts `path` now or in a later turn; paths start in the order they were given. */
+  run(path: () => void): void {
+    if (this.next === this.waiting.length) {
+      const now = performance.now();
+      if (!this.ranInPoll) {
+        this.ranInPoll = true;
+        this.turnStart = now;
+        this.schedule();
+        path();
+        return;
+      }
+      if (now - this.turnStart < this.budgetMs) {
+        path();
+        return;
+      }
+    }
+    this.waiting.push(AsyncResource.bind(path));
+    this.schedule();
+  }
+
+  /** Paths given but not yet started. */
+  get pending(): number {
+    return this.waiting.length - this.next;
+  }
+
+  private schedule(): void {
+    if (this.turnScheduled) return;
+    this.turnScheduled = true;
+    setImmediate(this.onTurn);
+  }
+
+  private turn(): void {
+    this.turnScheduled = false;
+    if (this.ranInPoll) {
+      // The check phase right after the poll that ran a path: one more turn lets the next poll in.
+      this.ranInPoll = false;
+      if (this.pending > 0) this.schedule();
+      return;
+    }
+    const start = performance.now();
+    do {
+      const path = this.take();
+      if (path === undefined) return;
+      path();
+    } while (performance.now() - start < this.budgetMs);
+    if (this.pending > 0) this.schedule();
+  }
+
+  private take(): (() => void) | undefined {
+    if (this.pending === 0) return undefined;
+    const path = this.waiting[this.next];
+    this.waiting[this.next++] = undefined;
+    if (this.next === this.waiting.length) {
+      this.waiting.length = 0;
+      this.next = 0;
+    } else if (this.next >= 1024) {
+      // A queue that never empties (a loop saturated for minutes) must not keep its past.
+      this.waiting.splice(0, this.next);
+      this.next = 0;
+    }
+    return path;
+  }
+}
