@@ -1,12 +1,15 @@
-// One model request's path per turn of the event loop when requests come together. Node hands
-// every request that one poll found to its handler back to back, and each gateway path runs to
-// its upstream call before the next starts: eight streams that arrive together on a slow host
-// keep the loop busy for ~3.5 ms, and the heads of the first ones wait behind the later ones'
-// paths (docs/performance.md, session 48, finding 3). Here the first request of a poll runs at
-// once, as before; the others wait in arrival order and run one per turn, each after a poll, so
-// an upstream head that came meanwhile is written out before the next path (decision 0060).
-// A request alone (the paced case) runs at once and costs one setImmediate. A waiting path keeps
-// its arrival's async context (AsyncResource.bind), as the request event's listeners would.
+// New model paths hold the event loop for ~1 ms a turn at most (the last may run past it). Node
+// hands every request that one poll found to its handler back to back, and each gateway path runs
+// to its upstream call before the next starts: eight streams that arrive together on a slow host
+// keep the loop busy for 2-4 ms, longer than the upstream's round trip, and the heads of the first
+// ones wait behind the later ones' paths (docs/performance.md, session 48, finding 3). Here the
+// paths of a poll start at once while the first of them started less than the budget ago; the
+// rest wait in arrival order and start in later turns, up to a budget of them a turn, each turn
+// after a poll, so an upstream head that came meanwhile is written out first (decision 0060). A
+// budget and not one path a turn: a wave that fits in the round trip waits for nothing, and one
+// path a turn made it later on a fast host. A request alone (the paced case) costs one
+// performance.now() and one setImmediate. A waiting path keeps its arrival's async context
+// (AsyncResource.bind), as a request listener would.
 import { AsyncResource } from 'node:async_hooks';
 
 /** How long new paths may hold the loop in one turn before a poll must come between. */
