@@ -34,7 +34,7 @@ export class PathTurns {
 
   /** Starts `path` now or in a later turn; paths start in the order they were given. */
   run(path: () => void): void {
-    if (this.next === this.waiting.length) {
+    if (this.pending === 0) {
       const now = performance.now();
       if (!this.ranInPoll) {
         this.ranInPoll = true;
@@ -84,7 +84,7 @@ export class PathTurns {
     if (this.pending === 0) return undefined;
     const path = this.waiting[this.next];
     this.waiting[this.next++] = undefined;
-    if (this.next === this.waiting.length) {
+    if (this.pending === 0) {
       this.waiting.length = 0;
       this.next = 0;
     } else if (this.next >= 1024) {
