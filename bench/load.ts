@@ -490,6 +490,11 @@ export interface StreamLoopResult {
    */
   turnTtftP50?: number[];
   /**
+   * Each turn's TTFTs (ms, to the µs), in the order taken: the report draws rounds from them for
+   * the TTFT goals' 95% interval (bench/round-interval.ts). Absent before session 50.
+   */
+  turnTtfts?: number[][];
+  /**
    * TTFT of each turn's first `concurrency` streams (a closed loop's first wave, the burst that
    * meets a side after its idle spell between turns), null for paced turns; absent before session
    * 47. A gateway's first wave waits on whatever went cold in the spell (decision 0059).
@@ -563,6 +568,9 @@ function streamResult(
     ttlt: percentiles(sink.ttlt),
     turnTtftP50: sink.turnStarts.map(
       (from, i) => percentiles(sink.ttft.slice(from, sink.turnStarts[i + 1])).p50,
+    ),
+    turnTtfts: sink.turnStarts.map((from, i) =>
+      sink.ttft.slice(from, sink.turnStarts[i + 1]).map(round3),
     ),
     // Each loop's first stream is recorded before its second starts: a turn's first
     // `concurrency` records are its first wave.

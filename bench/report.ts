@@ -3,6 +3,7 @@
 import type { LimitsBenchRow } from './limits-bench.ts';
 import type { ClosedLoopResult, OpenLoopResult, StreamLoopResult } from './load.ts';
 import type { ProfileSummary } from './cpuprofile-summary.ts';
+import { addedP50Interval } from './round-interval.ts';
 import type { ConfigBenchResult } from './procs/config.ts';
 import type { StoreBenchRow } from './store-bench.ts';
 import type { TelemetryBenchRow } from './telemetry-bench.ts';
@@ -347,13 +348,19 @@ function roundSpread(
  * A gateway's TTFT p50 over the proxy's, round by round, as the TTFT goals' spread: one 8-turn
  * section's added p50 read +0.06 to +0.85 ms on the same code in twelve runs (session 30), and a
  * full run read +1.08; the spread says whether a miss was the whole section or a few turns of it.
+ * The 95% interval, from rounds drawn again (round-interval.ts), says how far another run like
+ * this one could read; the goal is still judged on the figure itself.
  */
 function ttftSpread(gw: StreamLoopResult | undefined, px: StreamLoopResult | undefined): string {
   const a = gw?.turnTtftP50 ?? [];
   const b = px?.turnTtftP50 ?? [];
   const added: number[] = [];
   for (let i = 0; i < Math.min(a.length, b.length); i++) added.push(a[i]! - b[i]!);
-  return spread(added, (x) => signed(x, 2));
+  const rounds = spread(added, (x) => signed(x, 2));
+  const interval = addedP50Interval(gw?.turnTtfts ?? [], px?.turnTtfts ?? []);
+  if (interval === null) return rounds;
+  const at95 = `95% interval ${signed(interval[0], 2)} to ${signed(interval[1], 2)}`;
+  return rounds === '' ? ` (${at95})` : `${rounds.slice(0, -1)}; ${at95})`;
 }
 
 /** The issue's goals, measured; reported, never asserted. */

@@ -61,6 +61,28 @@ describe('the TTFT goal lines', () => {
     expect(g?.measured).toBe('1.200 ms (rounds +0.50–+3.00, median +0.60)');
   });
 
+  it("show a 95% interval drawn from the rounds when the turns' streams were kept", () => {
+    const proxyTurns = [
+      [2.0, 2.2],
+      [1.8, 2.0],
+      [2.1, 2.3],
+    ];
+    const withTurns = (p50: number, turns: number[][], add: number): StreamLoopResult => ({
+      ...streams(
+        p50,
+        turns.map((t) => t[0]! + add),
+      ),
+      turnTtfts: turns.map((t) => t.map((v) => v + add)),
+    });
+    const g = backToBack(
+      results({ proxy: withTurns(2.0, proxyTurns, 0), gateway: withTurns(2.5, proxyTurns, 0.5) }),
+    );
+    expect(g?.met).toBe(true);
+    expect(g?.measured).toBe(
+      '0.500 ms (rounds +0.50–+0.50, median +0.50; 95% interval +0.50 to +0.50)',
+    );
+  });
+
   it('read results written before the turns were kept, without a spread', () => {
     const g = backToBack(results({ proxy: streams(2.0), gateway: streams(2.4) }));
     expect(g?.met).toBe(true);

@@ -1,0 +1,69 @@
+// How far a TTFT goal's figure could move in another run like this one: a 95% interval for a
+// gateway's p50 over the bare proxy's, from the run's own rounds. The back-to-back section's
+// figure for one gateway read +0.35 to +1.14 ms over four runs of the same code on one host
+// (session 49), with rounds from -1.8 to +3.9; a miss by 0.14 ms said nothing about the code
+// without knowing that spread. Rounds, not streams, are drawn: the streams of one turn share a
+// spell of the host and a wave's queue, so they are not independent, while a round's turns of each
+// side are taken within seconds of each other and a side's turns in different rounds seconds
+// apart (the percentile bootstrap over blocks; the turns of a round are kept paired).
+
+/** The p50 as bench/load.ts's percentiles() takes it: the ceil(n/2)-th smallest. */
+function p50(sorted: Float64Array): number {
+  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? 0;
+}
+
+/** A small seeded generator (mulberry32), so the same results print the same interval. */
+function generator(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The p50 of the streams of the rounds drawn (indexes into `turns`), into `buffer`. */
+function drawnP50(turns: readonly number[][], drawn: Uint32Array, buffer: Float64Array): number {
+  let n = 0;
+  for (const round of drawn) {
+    for (const v of turns[round]!) buffer[n++] = v;
+  }
+  return p50(buffer.subarray(0, n).sort());
+}
+
+/**
+ * The 2.5th and 97.5th percentiles of the gateway's p50 minus the proxy's over `draws` resamples
+ * of the rounds, each as many rounds as were run, drawn with replacement; null with fewer than
+ * two rounds that both sides have streams in. `gateway[i]` and `proxy[i]` are the TTFTs (ms) of
+ * the two sides' turns in round i.
+ */
+export function addedP50Interval(
+  gateway: readonly number[][],
+  proxy: readonly number[][],
+  draws = 2000,
+  seed = 1,
+): [number, number] | null {
+  const rounds: number[] = [];
+  for (let i = 0; i < Math.min(gateway.length, proxy.length); i++) {
+    if (gateway[i]!.length > 0 && proxy[i]!.length > 0) rounds.push(i);
+  }
+  if (rounds.length < 2) return null;
+  const longest = (turns: readonly number[][]): number =>
+    Math.max(...rounds.map((i) => turns[i]!.length));
+  const gwBuffer = new Float64Array(longest(gateway) * rounds.length);
+  const pxBuffer = new Float64Array(longest(proxy) * rounds.length);
+  const random = generator(seed);
+  const drawn = new Uint32Array(rounds.length);
+  const added = new Float64Array(draws);
+  for (let d = 0; d < draws; d++) {
+    for (let k = 0; k < drawn.length; k++) {
+      drawn[k] = rounds[Math.floor(random() * rounds.length)]!;
+    }
+    added[d] = drawnP50(gateway, drawn, gwBuffer) - drawnP50(proxy, drawn, pxBuffer);
+  }
+  added.sort();
+  const at = (q: number): number => added[Math.min(draws - 1, Math.max(0, Math.floor(q * draws)))]!;
+  return [at(0.025), at(0.975)];
+}
