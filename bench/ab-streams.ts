@@ -35,6 +35,7 @@ import {
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
 import { signed } from './report.ts';
+import { addedP50Interval } from './round-interval.ts';
 import {
   readStageRows,
   stageLine,
@@ -169,13 +170,22 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   });
   // What a burst after a side's idle spell meets (each turn's first wave), apart from the rest.
   const wave = results.proxy.firstWaveTtft;
-  if (wave === null || wave === undefined) return;
-  const cells = SIDES.map((side) => {
-    const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
-    const added = p50 - wave.p50;
-    return `${side} ${p50.toFixed(2)} (${signed(added, 2)})`;
-  });
-  console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
+  if (wave !== null && wave !== undefined) {
+    const cells = SIDES.map((side) => {
+      const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
+      const added = p50 - wave.p50;
+      return `${side} ${p50.toFixed(2)} (${signed(added, 2)})`;
+    });
+    console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
+  }
+  // The A/B's answer, with how far another run like this could move it (decision 0061).
+  const mine = results.this;
+  const interval = addedP50Interval(mine.turnTtfts ?? [], results.base.turnTtfts ?? []);
+  if (interval !== null)
+    console.log(
+      `  this − base: TTFT p50 ${signed(mine.ttft.p50 - results.base.ttft.p50, 2)} ms ` +
+        `(95% interval ${signed(interval[0], 2)} to ${signed(interval[1], 2)})`,
+    );
 }
 
 /** The probe's environment for one side: its rows go to <stagesDir>/<side>.tsv. */

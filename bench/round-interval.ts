@@ -1,11 +1,11 @@
 // How far a TTFT goal's figure could move in another run like this one: a 95% interval for a
 // gateway's p50 over the bare proxy's, from the run's own rounds. The back-to-back section's
 // figure for one gateway read +0.35 to +1.14 ms over four runs of the same code on one host
-// (session 49), with rounds from -1.8 to +3.9; a miss by 0.14 ms said nothing about the code
-// without knowing that spread. Rounds, not streams, are drawn: the streams of one turn share a
-// spell of the host and a wave's queue, so they are not independent, while a round's turns of each
-// side are taken within seconds of each other and a side's turns in different rounds seconds
-// apart (the percentile bootstrap over blocks; the turns of a round are kept paired).
+// (session 49), and its rounds -1.77 to +3.85 over five runs on another (session 50); a miss by
+// 0.14 ms said nothing about the code without knowing that spread. Rounds, not streams, are
+// drawn: the streams of one turn share a spell of the host and a wave's queue, so they are not
+// independent, while a round's turns of each side are taken within seconds of each other (the
+// percentile bootstrap over blocks; both sides' turns of a round are drawn together).
 
 /** The p50 as bench/load.ts's percentiles() takes it: the ceil(n/2)-th smallest. */
 function p50(sorted: Float64Array): number {

@@ -68,6 +68,11 @@ describe('npm run bench:ab', () => {
           /^ {2}first wave of each turn, TTFT p50 \(added over the proxy\): direct \d+\.\d\d \([+-]\d+\.\d\d\), proxy \d+\.\d\d \(\+0\.00\), base \d+\.\d\d \([+-]\d+\.\d\d\), this \d+\.\d\d \([+-]\d+\.\d\d\)$/,
         );
       else expect(wave).not.toContain('first wave');
+      // This checkout's p50 over the base's, with the interval drawn from the rounds.
+      const ab = lines[section.startsWith('8 streams') ? 6 : 5] ?? '';
+      expect(ab).toMatch(
+        /^ {2}this − base: TTFT p50 [+-]\d+\.\d\d ms \(95% interval [+-]\d+\.\d\d to [+-]\d+\.\d\d\)$/,
+      );
       const at = lines.findIndex((l) => l.startsWith('  stages (medians'));
       const stages = lines.slice(at + 1, at + 4);
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
