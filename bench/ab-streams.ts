@@ -34,7 +34,7 @@ import {
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
-import { signed } from './report.ts';
+import { intervalText, signed } from './report.ts';
 import { addedP50Interval } from './round-interval.ts';
 import {
   readStageRows,
@@ -180,11 +180,12 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   }
   // The A/B's answer, with how far another run like this could move it (decision 0061).
   const mine = results.this;
-  const interval = addedP50Interval(mine.turnTtfts ?? [], results.base.turnTtfts ?? []);
+  const interval = intervalText(
+    addedP50Interval(mine.turnTtfts ?? [], results.base.turnTtfts ?? []),
+  );
   if (interval !== null)
     console.log(
-      `  this − base: TTFT p50 ${signed(mine.ttft.p50 - results.base.ttft.p50, 2)} ms ` +
-        `(95% interval ${signed(interval[0], 2)} to ${signed(interval[1], 2)})`,
+      `  this − base: TTFT p50 ${signed(mine.ttft.p50 - results.base.ttft.p50, 2)} ms (${interval})`,
     );
 }
 

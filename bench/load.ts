@@ -50,10 +50,15 @@ export function chatBody(model: string, stream: boolean): string {
 
 const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
 
+/** The q-quantile of sorted samples as every figure here takes it: the ceil(q·n)-th smallest. */
+export function sortedAt(sorted: Float64Array, q: number): number {
+  return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1))] ?? 0;
+}
+
 export function percentiles(samples: number[]): Percentiles {
   if (samples.length === 0) return { n: 0, mean: 0, p50: 0, p90: 0, p99: 0, max: 0 };
   const s = Float64Array.from(samples).sort();
-  const at = (q: number): number => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? 0;
+  const at = (q: number): number => sortedAt(s, q);
   let sum = 0;
   for (const v of s) sum += v;
   return {
@@ -557,6 +562,7 @@ function streamResult(
   connects: number,
   firstWave: boolean,
 ): StreamLoopResult {
+  const turns = sink.turnStarts.map((from, i) => sink.ttft.slice(from, sink.turnStarts[i + 1]));
   return {
     concurrency,
     connections: connects,
@@ -566,12 +572,8 @@ function streamResult(
     eventsPerStream: sink.events,
     ttft: percentiles(sink.ttft),
     ttlt: percentiles(sink.ttlt),
-    turnTtftP50: sink.turnStarts.map(
-      (from, i) => percentiles(sink.ttft.slice(from, sink.turnStarts[i + 1])).p50,
-    ),
-    turnTtfts: sink.turnStarts.map((from, i) =>
-      sink.ttft.slice(from, sink.turnStarts[i + 1]).map(round3),
-    ),
+    turnTtftP50: turns.map((turn) => percentiles(turn).p50),
+    turnTtfts: turns.map((turn) => turn.map(round3)),
     // Each loop's first stream is recorded before its second starts: a turn's first
     // `concurrency` records are its first wave.
     firstWaveTtft: firstWave

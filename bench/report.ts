@@ -318,11 +318,22 @@ export interface GoalCheck {
   met: boolean | null;
 }
 
-/** ' (rounds min–max, median m)' of per-round values, or '' when there are fewer than two. */
-function spread(values: number[], show: (x: number) => string): string {
+/**
+ * ' (rounds min–max, median m)' of per-round values, with '; ' and `more` before the parenthesis
+ * closes when given, or '' when there are fewer than two.
+ */
+function spread(values: number[], show: (x: number) => string, more: string | null = null): string {
   if (values.length < 2) return '';
   const sorted = [...values].sort((x, y) => x - y);
-  return ` (rounds ${show(sorted[0]!)}–${show(sorted.at(-1)!)}, median ${show(median(sorted))})`;
+  const tail = more === null ? '' : `; ${more}`;
+  return ` (rounds ${show(sorted[0]!)}–${show(sorted.at(-1)!)}, median ${show(median(sorted))}${tail})`;
+}
+
+/** '95% interval a to b' of an addedP50Interval, or null for none. */
+export function intervalText(interval: [number, number] | null): string | null {
+  return interval === null
+    ? null
+    : `95% interval ${signed(interval[0], 2)} to ${signed(interval[1], 2)}`;
 }
 
 /**
@@ -356,11 +367,8 @@ function ttftSpread(gw: StreamLoopResult | undefined, px: StreamLoopResult | und
   const b = px?.turnTtftP50 ?? [];
   const added: number[] = [];
   for (let i = 0; i < Math.min(a.length, b.length); i++) added.push(a[i]! - b[i]!);
-  const rounds = spread(added, (x) => signed(x, 2));
   const interval = addedP50Interval(gw?.turnTtfts ?? [], px?.turnTtfts ?? []);
-  if (interval === null) return rounds;
-  const at95 = `95% interval ${signed(interval[0], 2)} to ${signed(interval[1], 2)}`;
-  return rounds === '' ? ` (${at95})` : `${rounds.slice(0, -1)}; ${at95})`;
+  return spread(added, (x) => signed(x, 2), intervalText(interval));
 }
 
 /** The issue's goals, measured; reported, never asserted. */

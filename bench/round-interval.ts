@@ -7,10 +7,7 @@
 // independent, while a round's turns of each side are taken within seconds of each other (the
 // percentile bootstrap over blocks; both sides' turns of a round are drawn together).
 
-/** The p50 as bench/load.ts's percentiles() takes it: the ceil(n/2)-th smallest. */
-function p50(sorted: Float64Array): number {
-  return sorted[Math.max(0, Math.ceil(0.5 * sorted.length) - 1)] ?? 0;
-}
+import { sortedAt } from './load.ts';
 
 /** A small seeded generator (mulberry32), so the same results print the same interval. */
 function generator(seed: number): () => number {
@@ -30,7 +27,7 @@ function drawnP50(turns: readonly number[][], drawn: Uint32Array, buffer: Float6
   for (const round of drawn) {
     for (const v of turns[round]!) buffer[n++] = v;
   }
-  return p50(buffer.subarray(0, n).sort());
+  return sortedAt(buffer.subarray(0, n).sort(), 0.5);
 }
 
 /**
