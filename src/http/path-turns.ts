@@ -22,20 +22,23 @@ export class PathTurns {
   private next = 0;
   /** A path ran since the last check phase (in a poll, where node found its request). */
   private ranInPoll = false;
-  /** When the first path of this turn started (performance.now()). */
+  /** When the first path of this turn started (on `now`). */
   private turnStart = 0;
   private turnScheduled = false;
   private readonly onTurn = (): void => this.turn();
   private readonly budgetMs: number;
+  /** The clock the budget is read on; a test gives its own, so no preemption moves its turns. */
+  private readonly now: () => number;
 
-  constructor(budgetMs = TURN_BUDGET_MS) {
+  constructor(budgetMs = TURN_BUDGET_MS, now: () => number = () => performance.now()) {
     this.budgetMs = budgetMs;
+    this.now = now;
   }
 
   /** Starts `path` now or in a later turn; paths start in the order they were given. */
   run(path: () => void): void {
     if (this.pending === 0) {
-      const now = performance.now();
+      const now = this.now();
       if (!this.ranInPoll) {
         this.ranInPoll = true;
         this.turnStart = now;
@@ -71,12 +74,12 @@ export class PathTurns {
       if (this.pending > 0) this.schedule();
       return;
     }
-    const start = performance.now();
+    const start = this.now();
     do {
       const path = this.take();
       if (path === undefined) return;
       path();
-    } while (performance.now() - start < this.budgetMs);
+    } while (this.now() - start < this.budgetMs);
     if (this.pending > 0) this.schedule();
   }
 

@@ -99,17 +99,16 @@ describe('PathTurns', () => {
   });
 
   it('runs paths at once while the turn budget lasts, then the rest a budget a turn', async () => {
-    const t = new PathTurns(); // the gateway's budget
-    const spin = (ms: number): void => {
-      const end = performance.now() + ms;
-      while (performance.now() < end);
-    };
+    // The gateway's budget, on a clock that only the paths move: a busy-wait on the real clock
+    // failed here when the test process lost its core mid-path (npm run check, session 52).
+    let clock = 0;
+    const t = new PathTurns(TURN_BUDGET_MS, () => clock);
     const seen: number[] = [];
     const half = TURN_BUDGET_MS * 0.6;
     for (let i = 0; i < 5; i++)
       t.run(() => {
         seen.push(i);
-        spin(half);
+        clock += half;
       });
     // 0 and 1 fit in this turn's budget (1 starts 0.6 of it in); 2 would start past it.
     expect(seen).toEqual([0, 1]);
