@@ -16,6 +16,10 @@
 // `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
 // limiter (base keeps --pg's choice), to judge a backend pair against another with the same code
 // in one run: `npm run bench:ab -- . --pg --this-on=pglite+redis` (session 46).
+// `--processes=N` does all of it N times, every side started afresh each time, and ends with
+// this − base of each run, their mean and a 95% interval over the runs: one run's interval is
+// drawn from its rounds, which share their processes, and two runs with the same code on both
+// sides read −0.81 and +1.08 ms back to back, each interval excluding 0 (session 54).
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -35,7 +39,7 @@ import {
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
 import { intervalText, signed } from './report.ts';
-import { addedP50Interval } from './round-interval.ts';
+import { addedP50Interval, meanInterval } from './round-interval.ts';
 import {
   readStageRows,
   stageLine,
@@ -55,7 +59,7 @@ const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
   console.error(
     'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]' +
-      ' [--this-on=<pg|pglite>+<redis|memory>]',
+      ' [--this-on=<pg|pglite>+<redis|memory>] [--processes=N]',
   );
   process.exit(2);
 }
@@ -70,6 +74,13 @@ const thisOn = ((): { pg: boolean; redis: boolean } => {
   }
   return { pg: store === 'pg', redis: limits === 'redis' };
 })();
+const PROCESSES_ARG = '--processes=';
+const processesArg = argv.find((a) => a.startsWith(PROCESSES_ARG))?.slice(PROCESSES_ARG.length);
+const processes = processesArg === undefined ? 1 : Number(processesArg);
+if (!Number.isInteger(processes) || processes < 1) {
+  console.error(`--processes takes a whole number of runs, 1 or more, not "${processesArg}"`);
+  process.exit(2);
+}
 const THIS_FLAGS_ARG = '--this-flags=';
 const thisFlags = (argv.find((a) => a.startsWith(THIS_FLAGS_ARG)) ?? THIS_FLAGS_ARG)
   .slice(THIS_FLAGS_ARG.length)
@@ -154,7 +165,8 @@ function cpuPerStream(
   });
 }
 
-function show(title: string, results: Record<Side, StreamLoopResult>, cpu: string[]): void {
+/** Prints a section's table; returns this checkout's TTFT p50 minus the base's (ms). */
+function show(title: string, results: Record<Side, StreamLoopResult>, cpu: string[]): number {
   const proxy = results.proxy.ttft.p50;
   console.log(`\n${title}: TTFT p50 / p99, added p50 over the bare proxy (ms)`);
   SIDES.forEach((side, i) => {
@@ -183,10 +195,10 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   const interval = intervalText(
     addedP50Interval(mine.turnTtfts ?? [], results.base.turnTtfts ?? []),
   );
+  const difference = mine.ttft.p50 - results.base.ttft.p50;
   if (interval !== null)
-    console.log(
-      `  this − base: TTFT p50 ${signed(mine.ttft.p50 - results.base.ttft.p50, 2)} ms (${interval})`,
-    );
+    console.log(`  this − base: TTFT p50 ${signed(difference, 2)} ms (${interval})`);
+  return difference;
 }
 
 /** The probe's environment for one side: its rows go to <stagesDir>/<side>.tsv. */
@@ -223,117 +235,160 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
 
-const children: BenchChild[] = [];
-try {
-  const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child.ts')).href)) as {
-    startChild: typeof startChild;
-  };
-  const upstreamArgs: UpstreamArgs = {
-    streamChunks: P.chunks,
-    streamGapMs: 1,
-    pacedChunks: P.chunks,
-    pacedGapMs: 20,
-    slowChunks: 10,
-    slowGapMs: 250,
-  };
-  const upstream = await startChild('upstream', 'upstream', upstreamArgs);
-  children.push(upstream);
-  const gatewayArgs: GatewayArgs = {
-    upstream: upstream.url,
-    upstreamKey: upstream.key,
-    pgUrl: onPostgres ? PG_URL : null,
-    redisUrl: onPostgres ? REDIS_URL : null,
-    slowChannels: 1,
-  };
-  const [proxy, base, mine] = await Promise.all([
-    startChild(
-      'proxy',
-      'proxy',
-      { upstream: upstream.url, key: upstream.key },
-      [],
-      probeEnv('proxy'),
-    ),
-    other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
-      ...GATEWAY_ENV,
-      ...probeEnv('base'),
-    }),
-    startChild(
-      'this',
-      'gateway',
-      {
-        ...gatewayArgs,
-        pgUrl: thisOn.pg ? PG_URL : null,
-        redisUrl: thisOn.redis ? REDIS_URL : null,
-      },
-      [...GATEWAY_NODE_FLAGS, ...thisFlags],
-      { ...GATEWAY_ENV, ...probeEnv('this') },
-    ),
-  ]);
-  children.push(proxy, base, mine);
-  if (thisFlags.length > 0)
-    console.log(`node flags: base ${nodeFlagsOf(base.pid)}; this ${nodeFlagsOf(mine.pid)}`);
-  if (thisOnArg !== null) {
-    const on = (pg: boolean, redis: boolean): string =>
-      `${pg ? 'Postgres' : 'PGlite'} + ${redis ? 'Redis' : 'in-memory limits'}`;
-    console.log(
-      `backends: base ${on(onPostgres, onPostgres)}; this ${on(thisOn.pg, thisOn.redis)}`,
+const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child.ts')).href)) as {
+  startChild: typeof startChild;
+};
+
+/** One run of both sections with every side started afresh; this − base TTFT p50 of each (ms). */
+async function runOnce(): Promise<{ backToBack: number; paced: number }> {
+  const children: BenchChild[] = [];
+  try {
+    const upstreamArgs: UpstreamArgs = {
+      streamChunks: P.chunks,
+      streamGapMs: 1,
+      pacedChunks: P.chunks,
+      pacedGapMs: 20,
+      slowChunks: 10,
+      slowGapMs: 250,
+    };
+    const upstream = await startChild('upstream', 'upstream', upstreamArgs);
+    children.push(upstream);
+    const gatewayArgs: GatewayArgs = {
+      upstream: upstream.url,
+      upstreamKey: upstream.key,
+      pgUrl: onPostgres ? PG_URL : null,
+      redisUrl: onPostgres ? REDIS_URL : null,
+      slowChannels: 1,
+    };
+    const [proxy, base, mine] = await Promise.all([
+      startChild(
+        'proxy',
+        'proxy',
+        { upstream: upstream.url, key: upstream.key },
+        [],
+        probeEnv('proxy'),
+      ),
+      other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
+        ...GATEWAY_ENV,
+        ...probeEnv('base'),
+      }),
+      startChild(
+        'this',
+        'gateway',
+        {
+          ...gatewayArgs,
+          pgUrl: thisOn.pg ? PG_URL : null,
+          redisUrl: thisOn.redis ? REDIS_URL : null,
+        },
+        [...GATEWAY_NODE_FLAGS, ...thisFlags],
+        { ...GATEWAY_ENV, ...probeEnv('this') },
+      ),
+    ]);
+    children.push(proxy, base, mine);
+    if (thisFlags.length > 0)
+      console.log(`node flags: base ${nodeFlagsOf(base.pid)}; this ${nodeFlagsOf(mine.pid)}`);
+    if (thisOnArg !== null) {
+      const on = (pg: boolean, redis: boolean): string =>
+        `${pg ? 'Postgres' : 'PGlite'} + ${redis ? 'Redis' : 'in-memory limits'}`;
+      console.log(
+        `backends: base ${on(onPostgres, onPostgres)}; this ${on(thisOn.pg, thisOn.redis)}`,
+      );
+    }
+    const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
+    const sides = [
+      { id: 'direct' as const, target: target(upstream) },
+      { id: 'proxy' as const, target: target(proxy) },
+      { id: 'base' as const, target: target(base) },
+      { id: 'this' as const, target: target(mine) },
+    ];
+    // The sides ran in a fixed cycle, so 'this' always followed 'base' and met the tail of base's
+    // write-behind (settlements are written up to 200 ms after a stream ends) in its first turns:
+    // with the same code on both sides, 'this' read +0.54 ms of back-to-back TTFT over 'base'; with
+    // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
+    // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
+    // it. The order now also puts each side after each other side equally often (decision 0056).
+    const between = async (): Promise<void> => {
+      collectGarbage();
+      await upstream.memory(true);
+      if (P.gapMs > 0) await sleep(P.gapMs);
+    };
+    const streamed = chatBody('bench-stream', true);
+    const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>
+      interleavedStreamLoop(sides, {
+        concurrency: WAVE,
+        sliceMs: P.turnMs,
+        slices,
+        body: streamed,
+        between,
+      });
+    const pids: Partial<Record<Side, number>> = {
+      proxy: proxy.pid,
+      base: base.pid,
+      this: mine.pid,
+    };
+    const cpuNow = (): Partial<Record<Side, CpuReading | null>> => {
+      const now: Partial<Record<Side, CpuReading | null>> = {};
+      for (const side of SIDES) {
+        const pid = pids[side];
+        if (pid !== undefined) now[side] = readCpu(pid);
+      }
+      return now;
+    };
+    await backToBack(P.warmup);
+    let before = cpuNow();
+    let from = epochMs();
+    const b2b = await backToBack(P.turns);
+    const backToBackDifference = show(
+      '8 streams back to back',
+      b2b,
+      cpuPerStream(pids, before, b2b),
     );
-  }
-  const target = (c: BenchChild): Target => ({ url: c.url, key: c.key });
-  const sides = [
-    { id: 'direct' as const, target: target(upstream) },
-    { id: 'proxy' as const, target: target(proxy) },
-    { id: 'base' as const, target: target(base) },
-    { id: 'this' as const, target: target(mine) },
-  ];
-  // The sides ran in a fixed cycle, so 'this' always followed 'base' and met the tail of base's
-  // write-behind (settlements are written up to 200 ms after a stream ends) in its first turns:
-  // with the same code on both sides, 'this' read +0.54 ms of back-to-back TTFT over 'base'; with
-  // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
-  // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
-  // it. The order now also puts each side after each other side equally often (decision 0056).
-  const between = async (): Promise<void> => {
-    collectGarbage();
-    await upstream.memory(true);
-    if (P.gapMs > 0) await sleep(P.gapMs);
-  };
-  const streamed = chatBody('bench-stream', true);
-  const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>
-    interleavedStreamLoop(sides, {
-      concurrency: WAVE,
-      sliceMs: P.turnMs,
-      slices,
-      body: streamed,
+    await showStages(from, epochMs(), WAVE);
+    before = cpuNow();
+    from = epochMs();
+    const paced = await interleavedPacedStreamLoop(sides, {
+      ratePerSec: 16,
+      connections: 64,
+      sliceMs: P.pacedTurnMs,
+      slices: P.pacedTurns,
+      body: chatBody('bench-paced', true),
       between,
     });
-  const pids: Partial<Record<Side, number>> = { proxy: proxy.pid, base: base.pid, this: mine.pid };
-  const cpuNow = (): Partial<Record<Side, CpuReading | null>> => {
-    const now: Partial<Record<Side, CpuReading | null>> = {};
-    for (const side of SIDES) {
-      const pid = pids[side];
-      if (pid !== undefined) now[side] = readCpu(pid);
-    }
-    return now;
-  };
-  await backToBack(P.warmup);
-  let before = cpuNow();
-  let from = epochMs();
-  const b2b = await backToBack(P.turns);
-  show('8 streams back to back', b2b, cpuPerStream(pids, before, b2b));
-  await showStages(from, epochMs(), WAVE);
-  before = cpuNow();
-  from = epochMs();
-  const paced = await interleavedPacedStreamLoop(sides, {
-    ratePerSec: 16,
-    connections: 64,
-    sliceMs: P.pacedTurnMs,
-    slices: P.pacedTurns,
-    body: chatBody('bench-paced', true),
-    between,
-  });
-  show('16 streams/s at 50 tokens/s', paced, cpuPerStream(pids, before, paced));
-  await showStages(from, epochMs());
+    const pacedDifference = show(
+      '16 streams/s at 50 tokens/s',
+      paced,
+      cpuPerStream(pids, before, paced),
+    );
+    await showStages(from, epochMs());
+    return { backToBack: backToBackDifference, paced: pacedDifference };
+  } finally {
+    for (const c of children.reverse()) await c.stop().catch(() => undefined);
+  }
+}
+
+// `--processes=N`: N runs, each with its own processes. A process keeps what it started with for
+// the whole run (its heap's layout, what V8 optimised and when, which cores its threads share),
+// and the rounds of one run cannot show how far starting it again moves a figure (meanInterval).
+const differences: { backToBack: number; paced: number }[] = [];
+try {
+  for (let run = 1; run <= processes; run++) {
+    if (processes > 1) console.log(`\nprocesses ${run} of ${processes}`);
+    differences.push(await runOnce());
+  }
 } finally {
-  for (const c of children.reverse()) await c.stop().catch(() => undefined);
   if (stagesDir !== null) rmSync(stagesDir, { recursive: true, force: true });
+}
+if (processes > 1) {
+  console.log(`\nthis − base over ${processes} runs, each with its processes started afresh (ms):`);
+  for (const [title, key] of [
+    ['8 streams back to back', 'backToBack'],
+    ['16 streams/s at 50 tokens/s', 'paced'],
+  ] as const) {
+    const values = differences.map((d) => d[key]);
+    const mean = values.reduce((a, b) => a + b, 0) / values.length;
+    console.log(
+      `  ${title}: ${values.map((v) => signed(v, 2)).join(', ')}; mean ${signed(mean, 2)}` +
+        ` (${intervalText(meanInterval(values)) ?? ''})`,
+    );
+  }
 }

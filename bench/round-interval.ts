@@ -64,3 +64,26 @@ export function addedP50Interval(
   const at = (q: number): number => added[Math.min(draws - 1, Math.max(0, Math.floor(q * draws)))]!;
   return [at(0.025), at(0.975)];
 }
+
+/** Student's t at 97.5% for 1 to 30 degrees of freedom; 1.96 past them. */
+const T975 = [
+  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145,
+  2.131, 2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048,
+  2.045, 2.042,
+];
+
+/**
+ * A 95% interval for the mean of `values`, each from a run of its own (`bench:ab --processes`: one
+ * pair of freshly started gateways each): mean ± t·s/√n. Null with fewer than two. The rounds of
+ * one run share its processes, so addedP50Interval cannot see how far a process started again
+ * moves the figure; two A/A runs on one host read −0.81 ms (95% interval −1.31 to −0.37) and
+ * +1.08 (+0.09 to +2.43) back to back (docs/performance.md, session 54).
+ */
+export function meanInterval(values: readonly number[]): [number, number] | null {
+  const n = values.length;
+  if (n < 2) return null;
+  const mean = values.reduce((a, b) => a + b, 0) / n;
+  const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1);
+  const half = (T975[n - 2] ?? 1.96) * Math.sqrt(variance / n);
+  return [mean - half, mean + half];
+}

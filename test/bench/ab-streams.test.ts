@@ -99,6 +99,45 @@ describe('npm run bench:ab', () => {
     }
   }, 120_000);
 
+  it('with --processes=2 runs both sections twice, with fresh processes, and sums the runs', async () => {
+    const { code, output } = await new Promise<{ code: number | null; output: string }>(
+      (resolve) => {
+        const child = spawn(process.execPath, [SCRIPT, ROOT, '--quick', '--processes=2'], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let text = '';
+        child.stdout.on('data', (c: Buffer) => (text += c.toString()));
+        child.stderr.on('data', (c: Buffer) => (text += c.toString()));
+        child.on('exit', (exit) => resolve({ code: exit, output: text }));
+      },
+    );
+    expect(code, output).toBe(0);
+    expect(output.match(/^processes \d of 2$/gm)).toEqual(['processes 1 of 2', 'processes 2 of 2']);
+    const abLines = [...output.matchAll(/^ {2}this − base: TTFT p50 ([+-]\d+\.\d\d) ms /gm)];
+    expect(abLines).toHaveLength(4); // two sections in each of two runs
+    const summary = output.slice(output.indexOf('this − base over 2 runs'));
+    expect(summary.split('\n')[0]).toBe(
+      'this − base over 2 runs, each with its processes started afresh (ms):',
+    );
+    const titles = ['8 streams back to back', '16 streams/s at 50 tokens/s'];
+    titles.forEach((title, i) => {
+      const line = summary.split('\n')[1 + i] ?? '';
+      // Each run's own figure, in run order, then their mean and the interval over the runs.
+      const runs = [abLines[i]![1], abLines[2 + i]![1]];
+      expect(line).toMatch(
+        new RegExp(
+          `^  ${title.replace('/', '\\/')}: \\${runs[0]}, \\${runs[1]}; mean [+-]\\d+\\.\\d\\d \\(95% interval [+-]\\d+\\.\\d\\d to [+-]\\d+\\.\\d\\d\\)$`,
+        ),
+      );
+    });
+  }, 240_000);
+
+  it('refuses a --processes that is not a whole number of runs', () => {
+    const r = spawnSync(process.execPath, [SCRIPT, ROOT, '--processes=0'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--processes takes a whole number of runs, 1 or more, not "0"');
+  });
+
   it('refuses a --this-on that names no store and limiter, before starting anything', () => {
     const r = spawnSync(process.execPath, [SCRIPT, ROOT, '--this-on=redis'], { encoding: 'utf8' });
     expect(r.status).toBe(2);

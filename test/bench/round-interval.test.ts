@@ -1,7 +1,7 @@
 // The TTFT goals' 95% interval: rounds drawn again with replacement, the two sides' turns of a
 // round kept together, the gateway's p50 over the proxy's in each draw.
 import { describe, expect, it } from 'vitest';
-import { addedP50Interval } from '../../bench/round-interval.ts';
+import { addedP50Interval, meanInterval } from '../../bench/round-interval.ts';
 
 /** `rounds` turns of `size` streams, each from `at(round, stream)`. */
 function turns(rounds: number, size: number, at: (round: number, i: number) => number): number[][] {
@@ -50,5 +50,36 @@ describe('addedP50Interval', () => {
     expect(addedP50Interval([[3, 3], [], [3]], [[2, 2], [2], []])).toBeNull();
     const interval = addedP50Interval([[3, 3], [], [3.5]], [[2, 2], [2], [2.5]]);
     expect(interval).toEqual([1, 1]);
+  });
+});
+
+describe('meanInterval', () => {
+  it('is none for fewer than two runs', () => {
+    expect(meanInterval([])).toBeNull();
+    expect(meanInterval([0.4])).toBeNull();
+  });
+
+  it('is the mean itself when every run read the same', () => {
+    expect(meanInterval([0.3, 0.3, 0.3])).toEqual([0.3, 0.3]);
+  });
+
+  it("is the mean ± Student's t times the standard error", () => {
+    // Mean 0, sample standard deviation 1, three runs: t(2) = 4.303, half-width 4.303/√3.
+    const [low, high] = meanInterval([-1, 0, 1])!;
+    expect(low).toBeCloseTo(-4.303 / Math.sqrt(3), 9);
+    expect(high).toBeCloseTo(4.303 / Math.sqrt(3), 9);
+    // Two runs: t(1) = 12.706 over a standard error of 0.5.
+    const two = meanInterval([1, 2])!;
+    expect(two[0]).toBeCloseTo(1.5 - 12.706 * 0.5, 9);
+    expect(two[1]).toBeCloseTo(1.5 + 12.706 * 0.5, 9);
+  });
+
+  it('narrows as runs that agree are added', () => {
+    const width = (v: number[]): number => {
+      const [low, high] = meanInterval(v)!;
+      return high - low;
+    };
+    expect(width([0, 1, 0, 1, 0, 1])).toBeLessThan(width([0, 1, 0, 1]));
+    expect(width([0, 1, 0, 1])).toBeLessThan(width([0, 1]));
   });
 });
