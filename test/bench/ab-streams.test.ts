@@ -15,30 +15,27 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const redisUp = await redisForTests(REDIS_URL, 'bench:ab test', '--this-on is not tested');
 
+/** Runs bench:ab with this checkout as its own base; its exit code and everything it printed. */
+function runAb(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [SCRIPT, ROOT, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let text = '';
+    child.stdout.on('data', (c: Buffer) => (text += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (text += c.toString()));
+    child.on('exit', (exit) => resolve({ code: exit, output: text }));
+  });
+}
+
 describe('npm run bench:ab', () => {
   it('compares two gateways with the direct call and the bare proxy, stream sections only', async () => {
-    const { code, output } = await new Promise<{ code: number | null; output: string }>(
-      (resolve) => {
-        const child = spawn(
-          process.execPath,
-          [
-            SCRIPT,
-            ROOT,
-            '--quick',
-            '--stages',
-            '--this-flags=--no-warnings',
-            ...(redisUp ? ['--this-on=pglite+redis'] : []),
-          ],
-          {
-            stdio: ['ignore', 'pipe', 'pipe'],
-          },
-        );
-        let text = '';
-        child.stdout.on('data', (c: Buffer) => (text += c.toString()));
-        child.stderr.on('data', (c: Buffer) => (text += c.toString()));
-        child.on('exit', (exit) => resolve({ code: exit, output: text }));
-      },
-    );
+    const { code, output } = await runAb([
+      '--quick',
+      '--stages',
+      '--this-flags=--no-warnings',
+      ...(redisUp ? ['--this-on=pglite+redis'] : []),
+    ]);
     expect(code, output).toBe(0);
     const flags = /^node flags: base (.*); this (.*)$/m.exec(output);
     expect(flags?.[1]).toContain(GATEWAY_NODE_FLAGS.join(' '));
@@ -100,17 +97,7 @@ describe('npm run bench:ab', () => {
   }, 120_000);
 
   it('with --processes=2 runs both sections twice, with fresh processes, and sums the runs', async () => {
-    const { code, output } = await new Promise<{ code: number | null; output: string }>(
-      (resolve) => {
-        const child = spawn(process.execPath, [SCRIPT, ROOT, '--quick', '--processes=2'], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        let text = '';
-        child.stdout.on('data', (c: Buffer) => (text += c.toString()));
-        child.stderr.on('data', (c: Buffer) => (text += c.toString()));
-        child.on('exit', (exit) => resolve({ code: exit, output: text }));
-      },
-    );
+    const { code, output } = await runAb(['--quick', '--processes=2']);
     expect(code, output).toBe(0);
     expect(output.match(/^processes \d of 2$/gm)).toEqual(['processes 1 of 2', 'processes 2 of 2']);
     const abLines = [...output.matchAll(/^ {2}this − base: TTFT p50 ([+-]\d+\.\d\d) ms /gm)];
