@@ -73,8 +73,8 @@ const T975 = [
 ];
 
 /**
- * A 95% interval for the mean of `values`, each from a run of its own (`bench:ab --processes`: every
- * process started afresh for each): mean ± t·s/√n. Null with fewer than two. The rounds of
+ * A 95% interval for the mean of `values`, each from a run of its own (`bench:ab --processes`:
+ * every process started afresh for each): mean ± t·s/√n. Null with fewer than two. The rounds of
  * one run share its processes, so addedP50Interval cannot see how far a process started again
  * moves the figure; two A/A runs on one host read −0.81 ms (95% interval −1.31 to −0.37) and
  * +1.08 (+0.09 to +2.43) back to back (docs/performance.md, session 54).
