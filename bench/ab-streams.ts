@@ -39,7 +39,7 @@ import {
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
 import { intervalText, signed } from './report.ts';
-import { addedP50Interval, meanInterval } from './round-interval.ts';
+import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
   readStageRows,
   stageLine,
@@ -385,9 +385,8 @@ if (processes > 1) {
     ['16 streams/s at 50 tokens/s', 'paced'],
   ] as const) {
     const values = differences.map((d) => d[key]);
-    const mean = values.reduce((a, b) => a + b, 0) / values.length;
     console.log(
-      `  ${title}: ${values.map((v) => signed(v, 2)).join(', ')}; mean ${signed(mean, 2)}` +
+      `  ${title}: ${values.map((v) => signed(v, 2)).join(', ')}; mean ${signed(mean(values), 2)}` +
         ` (${intervalText(meanInterval(values)) ?? ''})`,
     );
   }

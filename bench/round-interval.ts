@@ -72,6 +72,11 @@ const T975 = [
   2.045, 2.042,
 ];
 
+/** The arithmetic mean of `values` (NaN for none). */
+export function mean(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0) / values.length;
+}
+
 /**
  * A 95% interval for the mean of `values`, each from a run of its own (`bench:ab --processes`:
  * every process started afresh for each): mean ± t·s/√n. Null with fewer than two. The rounds of
@@ -82,8 +87,8 @@ const T975 = [
 export function meanInterval(values: readonly number[]): [number, number] | null {
   const n = values.length;
   if (n < 2) return null;
-  const mean = values.reduce((a, b) => a + b, 0) / n;
-  const variance = values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1);
+  const m = mean(values);
+  const variance = values.reduce((a, v) => a + (v - m) ** 2, 0) / (n - 1);
   const half = (T975[n - 2] ?? 1.96) * Math.sqrt(variance / n);
-  return [mean - half, mean + half];
+  return [m - half, m + half];
 }
