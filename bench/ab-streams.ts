@@ -198,6 +198,12 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
   const difference = mine.ttft.p50 - results.base.ttft.p50;
   if (interval !== null)
     console.log(`  this − base: TTFT p50 ${signed(difference, 2)} ms (${interval})`);
+  // How much of the machine the VM's host took meanwhile (bench/host-steal.ts), side by side.
+  const steal = SIDES.map((side) => {
+    const pct = results[side].hostStealPct;
+    return `${side} ${pct === null || pct === undefined ? '–' : pct.toFixed(1)}`;
+  });
+  console.log(`  host steal over each side's turns (% of the CPU time): ${steal.join(', ')}`);
   return difference;
 }
 

@@ -3,6 +3,7 @@
 // streams timed to their first `data:` byte and to their end, and long-held slow streams.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { cpuTicks, StealCount } from './host-steal.ts';
 import { balancedRounds } from './turn-order.ts';
 
 export interface Target {
@@ -137,6 +138,11 @@ export interface ClosedLoopResult {
   /** Each turn's own rate, in the order taken: one a round in the interleaved sections. */
   turnRps: number[];
   latency: Percentiles;
+  /**
+   * The host's steal over this side's turns, % of the machine's CPU time (host-steal.ts); null
+   * without /proc/stat, absent before session 56.
+   */
+  hostStealPct?: number | null;
 }
 
 /**
@@ -166,7 +172,7 @@ interface TurnLoopOptions<K extends string = string> {
  * which `slice` fills a turn at a time and `result` sums up at the end. `between` runs before
  * every turn, outside its time.
  */
-async function inTurns<K extends string, Sink, R>(
+async function inTurns<K extends string, Sink, R extends { hostStealPct?: number | null }>(
   sides: readonly { id: K; target: Target }[],
   opts: { connections: number; rounds: number; between?: BetweenTurns<K> | undefined },
   newSink: () => Sink,
@@ -178,6 +184,7 @@ async function inTurns<K extends string, Sink, R>(
     pool: new Pool(s.target.url, { connections: opts.connections, pipelining: 1 }),
     sink: newSink(),
     connects: 0,
+    steal: new StealCount(),
   }));
   // A middle that drops idle connections makes its side reconnect after each idle spell: counted
   // so the report shows it (decision 0027).
@@ -187,19 +194,23 @@ async function inTurns<K extends string, Sink, R>(
     for (const index of order[round % order.length]!) {
       const run = runs[index]!;
       if (opts.between !== undefined) await opts.between(run.id);
+      const before = cpuTicks();
       await slice(run.pool, run.target, run.sink, run.id);
+      run.steal.add(before, cpuTicks());
     }
   }
   const out = {} as Record<K, R>;
   for (const run of runs) {
     await run.pool.close();
-    out[run.id] = result(run.sink, run.connects);
+    const r = result(run.sink, run.connects);
+    r.hostStealPct = run.steal.percent();
+    out[run.id] = r;
   }
   return out;
 }
 
 /** One side measured once: inTurns with a single side and a single round. */
-async function alone<Sink, R>(
+async function alone<Sink, R extends { hostStealPct?: number | null }>(
   target: Target,
   connections: number,
   newSink: () => Sink,
@@ -269,6 +280,7 @@ function closedResult(concurrency: number, sink: ClosedLoopSink): ClosedLoopResu
     rps: Math.round(sink.latencies.length / (sink.elapsedMs / 1000)),
     turnRps: sink.turnRps,
     latency: percentiles(sink.latencies),
+    hostStealPct: null,
   };
 }
 
@@ -339,6 +351,11 @@ export interface OpenLoopResult {
    * all of them (the Postgres+Redis gateway's +2.63 ms p99 of session 34 could not be placed).
    */
   sliceP99Ms: number[];
+  /**
+   * The host's steal over this side's turns, % of the machine's CPU time (host-steal.ts); null
+   * without /proc/stat, absent before session 56.
+   */
+  hostStealPct?: number | null;
 }
 
 /** What one side's open-loop slices gathered. */
@@ -370,6 +387,7 @@ function sinkResult(ratePerSec: number, sink: OpenLoopSink): OpenLoopResult {
     achievedRps: Math.round(sink.latencies.length / (sink.elapsedMs / 1000)),
     latency: percentiles(sink.latencies),
     sliceP99Ms: sink.sliceP99Ms,
+    hostStealPct: null,
   };
 }
 
@@ -505,6 +523,11 @@ export interface StreamLoopResult {
    * 47. A gateway's first wave waits on whatever went cold in the spell (decision 0059).
    */
   firstWaveTtft?: Percentiles | null;
+  /**
+   * The host's steal over this side's turns, % of the machine's CPU time (host-steal.ts); null
+   * without /proc/stat, absent before session 56.
+   */
+  hostStealPct?: number | null;
 }
 
 /** What one side's stream slices gathered. */
@@ -583,6 +606,7 @@ function streamResult(
           ),
         )
       : null,
+    hostStealPct: null,
   };
 }
 

@@ -155,6 +155,13 @@ function rows(r: BenchResults): Row[] {
       compare: 'ratio',
     },
     {
+      label: 'host steal during throughput',
+      unit: '%',
+      digits: 1,
+      value: (s) => t(s)?.hostStealPct ?? null,
+      compare: 'diff',
+    },
+    {
       label: `non-stream latency @${rate}/s p50`,
       unit: 'ms',
       digits: 3,
@@ -211,6 +218,13 @@ function rows(r: BenchResults): Row[] {
       compare: 'diff',
     },
     {
+      label: `host steal during @${rate}/s`,
+      unit: '%',
+      digits: 1,
+      value: (s) => l(s)?.hostStealPct ?? null,
+      compare: 'diff',
+    },
+    {
       label: 'stream TTFT p50',
       unit: 'ms',
       digits: 3,
@@ -247,6 +261,13 @@ function rows(r: BenchResults): Row[] {
       compare: 'diff',
     },
     {
+      label: 'host steal during streams',
+      unit: '%',
+      digits: 1,
+      value: (s) => st(s)?.hostStealPct ?? null,
+      compare: 'diff',
+    },
+    {
       label: `paced stream TTFT p50 (${pace(r)})`,
       unit: 'ms',
       digits: 3,
@@ -266,6 +287,13 @@ function rows(r: BenchResults): Row[] {
       digits: 0,
       value: (s) => ps(s)?.connections ?? null,
       compare: 'ratio',
+    },
+    {
+      label: 'host steal during paced streams',
+      unit: '%',
+      digits: 1,
+      value: (s) => ps(s)?.hostStealPct ?? null,
+      compare: 'diff',
     },
     { label: 'RSS after warm-up', unit: 'MB', digits: 1, value: mem, compare: 'ratio' },
   ];

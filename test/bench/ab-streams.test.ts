@@ -70,6 +70,13 @@ describe('npm run bench:ab', () => {
       expect(ab).toMatch(
         /^ {2}this − base: TTFT p50 [+-]\d+\.\d\d ms \(95% interval [+-]\d+\.\d\d to [+-]\d+\.\d\d\)$/,
       );
+      // The host's steal over each side's turns, so a contended VM shows beside the figures.
+      const steal = lines[section.startsWith('8 streams') ? 7 : 6] ?? '';
+      expect(steal).toMatch(
+        process.platform === 'linux'
+          ? /^ {2}host steal over each side's turns \(% of the CPU time\): direct \d+\.\d, proxy \d+\.\d, base \d+\.\d, this \d+\.\d$/
+          : /^ {2}host steal over each side's turns \(% of the CPU time\): direct –, proxy –, base –, this –$/,
+      );
       const at = lines.findIndex((l) => l.startsWith('  stages (medians'));
       const stages = lines.slice(at + 1, at + 4);
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);

@@ -64,6 +64,18 @@ describe('npm run bench:quick', () => {
       expect(r.pacedStream?.[side]?.firstWaveTtft, side).toBeNull();
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
+      // The host's steal over each section's turns: a share, or null where /proc/stat is absent.
+      for (const steal of [
+        r.throughput[side]?.hostStealPct,
+        r.latency.results[side]?.hostStealPct,
+        r.stream[side]?.hostStealPct,
+        r.pacedStream?.[side]?.hostStealPct,
+      ]) {
+        if (process.platform === 'linux') {
+          expect(steal, side).toBeGreaterThanOrEqual(0);
+          expect(steal, side).toBeLessThanOrEqual(100);
+        } else expect(steal, side).toBeNull();
+      }
       if (side !== 'direct') expect(r.memory.afterWarmup[side]?.rssMB, side).toBeGreaterThan(0);
     }
     for (const side of gatewaySides.filter((s) => sides.includes(s))) {
