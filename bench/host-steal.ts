@@ -1,8 +1,8 @@
 // The hypervisor's steal time while a side is measured: the share of the machine's CPU time that
 // its host ran something else while this VM had work (Linux's `steal` in /proc/stat). The canary
 // (procs/canary.ts) sees a stall only when it wakes; steal counts every tick of it, on both cores,
-// in every section. On session 56's host it was ~1 tick in 2,000 idle and ~10% of the first 37
-// minutes of a full run, and two runs on it read direct calls of 8,032 and 4,778 req/s.
+// in every section. On session 56's host it was ~1 tick in 2,000 idle and ~10% of the CPU time
+// over its first two full runs, which read direct calls of 8,032 and 4,778 req/s.
 import { readFileSync } from 'node:fs';
 
 /** The machine's CPU time so far (clock ticks, all cores): stolen, and in all. */
