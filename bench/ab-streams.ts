@@ -180,15 +180,19 @@ function show(title: string, results: Record<Side, StreamLoopResult>, cpu: strin
     // A failed stream is a finding of its own: say what the first one was.
     if (r.errors > 0) console.log(`    first error: ${r.firstError ?? '(none recorded)'}`);
   });
-  // What a burst after a side's idle spell meets (each turn's first wave), apart from the rest.
-  const wave = results.proxy.firstWaveTtft;
-  if (wave !== null && wave !== undefined) {
+  // What a burst after a side's idle spell meets (each turn's first wave), and the rest.
+  const waves = [
+    ['first wave', (r: StreamLoopResult) => r.firstWaveTtft],
+    ['later waves', (r: StreamLoopResult) => r.laterWavesTtft],
+  ] as const;
+  for (const [name, of] of waves) {
+    const proxyWave = of(results.proxy);
+    if (proxyWave === null || proxyWave === undefined) continue;
     const cells = SIDES.map((side) => {
-      const p50 = results[side].firstWaveTtft?.p50 ?? NaN;
-      const added = p50 - wave.p50;
-      return `${side} ${p50.toFixed(2)} (${signed(added, 2)})`;
+      const p50 = of(results[side])?.p50 ?? NaN;
+      return `${side} ${p50.toFixed(2)} (${signed(p50 - proxyWave.p50, 2)})`;
     });
-    console.log(`  first wave of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
+    console.log(`  ${name} of each turn, TTFT p50 (added over the proxy): ${cells.join(', ')}`);
   }
   // The A/B's answer, with how far another run like this could move it (decision 0061).
   const mine = results.this;

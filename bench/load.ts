@@ -524,6 +524,13 @@ export interface StreamLoopResult {
    */
   firstWaveTtft?: Percentiles | null;
   /**
+   * TTFT of the rest of each turn's streams (the closed loop's steady state, after its first
+   * wave), null for paced turns; absent before session 57. With the first wave it splits the
+   * section's p50: on session 57's host the gateways' later waves read at or under the proxy's and
+   * the whole back-to-back gap was in the first wave.
+   */
+  laterWavesTtft?: Percentiles | null;
+  /**
    * The host's steal over this side's turns, % of the machine's CPU time (host-steal.ts); null
    * without /proc/stat, absent before session 56.
    */
@@ -579,6 +586,23 @@ async function streamSlice(
   await Promise.all(Array.from({ length: opts.concurrency }, loop));
 }
 
+/**
+ * A closed loop's TTFTs turn by turn, split into each turn's first wave and the rest. Each loop's
+ * first stream is recorded before its second starts: a turn's first `concurrency` records are its
+ * first wave, the burst that meets a side after its idle spell between turns.
+ */
+export function splitWaves(
+  turns: readonly (readonly number[])[],
+  concurrency: number,
+): { first: number[]; later: number[] } {
+  const first: number[] = [];
+  const later: number[] = [];
+  for (const turn of turns) {
+    for (let i = 0; i < turn.length; i++) (i < concurrency ? first : later).push(turn[i]!);
+  }
+  return { first, later };
+}
+
 function streamResult(
   concurrency: number,
   sink: StreamSink,
@@ -586,6 +610,7 @@ function streamResult(
   firstWave: boolean,
 ): StreamLoopResult {
   const turns = sink.turnStarts.map((from, i) => sink.ttft.slice(from, sink.turnStarts[i + 1]));
+  const waves = firstWave ? splitWaves(turns, concurrency) : null;
   return {
     concurrency,
     connections: connects,
@@ -597,15 +622,8 @@ function streamResult(
     ttlt: percentiles(sink.ttlt),
     turnTtftP50: turns.map((turn) => percentiles(turn).p50),
     turnTtfts: turns.map((turn) => turn.map(round3)),
-    // Each loop's first stream is recorded before its second starts: a turn's first
-    // `concurrency` records are its first wave.
-    firstWaveTtft: firstWave
-      ? percentiles(
-          sink.turnStarts.flatMap((from, i) =>
-            sink.ttft.slice(from, Math.min(from + concurrency, sink.turnStarts[i + 1] ?? Infinity)),
-          ),
-        )
-      : null,
+    firstWaveTtft: waves === null ? null : percentiles(waves.first),
+    laterWavesTtft: waves === null ? null : percentiles(waves.later),
     hostStealPct: null,
   };
 }

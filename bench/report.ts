@@ -247,6 +247,14 @@ function rows(r: BenchResults): Row[] {
       compare: 'diff',
     },
     {
+      // The rest of each turn: the closed loop's steady state, 8 streams back to back.
+      label: 'stream TTFT p50, later waves of a turn',
+      unit: 'ms',
+      digits: 3,
+      value: (s) => st(s)?.laterWavesTtft?.p50 ?? null,
+      compare: 'diff',
+    },
+    {
       label: 'stream TTLT p50',
       unit: 'ms',
       digits: 3,

@@ -58,20 +58,26 @@ describe('npm run bench:ab', () => {
         expect(Number(/\((\d+) streams/.exec(line)?.[1])).toBeGreaterThan(0);
       }
       const lines = output.slice(output.indexOf(section)).split('\n');
-      // Back to back, each turn's first wave (the burst after a side's idle spell) apart.
-      const wave = lines[5] ?? '';
-      if (section.startsWith('8 streams'))
-        expect(wave).toMatch(
-          /^ {2}first wave of each turn, TTFT p50 \(added over the proxy\): direct \d+\.\d\d \([+-]\d+\.\d\d\), proxy \d+\.\d\d \(\+0\.00\), base \d+\.\d\d \([+-]\d+\.\d\d\), this \d+\.\d\d \([+-]\d+\.\d\d\)$/,
-        );
-      else expect(wave).not.toContain('first wave');
+      // Back to back, each turn's first wave (the burst after a side's idle spell) and the rest
+      // of its streams apart.
+      const backToBack = section.startsWith('8 streams');
+      for (const [i, name] of ['first wave', 'later waves'].entries()) {
+        const wave = lines[5 + i] ?? '';
+        if (backToBack)
+          expect(wave).toMatch(
+            new RegExp(
+              `^ {2}${name} of each turn, TTFT p50 \\(added over the proxy\\): direct \\d+\\.\\d\\d \\([+-]\\d+\\.\\d\\d\\), proxy \\d+\\.\\d\\d \\(\\+0\\.00\\), base \\d+\\.\\d\\d \\([+-]\\d+\\.\\d\\d\\), this \\d+\\.\\d\\d \\([+-]\\d+\\.\\d\\d\\)$`,
+            ),
+          );
+        else expect(wave).not.toContain('wave');
+      }
       // This checkout's p50 over the base's, with the interval drawn from the rounds.
-      const ab = lines[section.startsWith('8 streams') ? 6 : 5] ?? '';
+      const ab = lines[backToBack ? 7 : 5] ?? '';
       expect(ab).toMatch(
         /^ {2}this − base: TTFT p50 [+-]\d+\.\d\d ms \(95% interval [+-]\d+\.\d\d to [+-]\d+\.\d\d\)$/,
       );
       // The host's steal over each side's turns, so a contended VM shows beside the figures.
-      const steal = lines[section.startsWith('8 streams') ? 7 : 6] ?? '';
+      const steal = lines[backToBack ? 8 : 6] ?? '';
       expect(steal).toMatch(
         process.platform === 'linux'
           ? /^ {2}host steal over each side's turns \(% of the CPU time\): direct \d+\.\d, proxy \d+\.\d, base \d+\.\d, this \d+\.\d$/

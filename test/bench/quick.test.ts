@@ -59,9 +59,16 @@ describe('npm run bench:quick', () => {
       expect(r.stream[side]?.turnTtftP50?.length, side).toBe(r.params.streamSlices);
       expect(r.pacedStream?.[side]?.turnTtftP50?.length, side).toBe(r.params.pacedSlices);
       for (const p50 of r.stream[side]?.turnTtftP50 ?? []) expect(p50, side).toBeGreaterThan(0);
-      // Each turn's first wave apart (the burst after the side's idle spell); none when paced.
-      expect(r.stream[side]?.firstWaveTtft?.p50, side).toBeGreaterThan(0);
+      // Each turn's first wave apart (the burst after the side's idle spell) and the rest of its
+      // streams, together every stream of the section; neither when paced.
+      const stream = r.stream[side];
+      expect(stream?.firstWaveTtft?.p50, side).toBeGreaterThan(0);
+      expect(stream?.laterWavesTtft?.p50, side).toBeGreaterThan(0);
+      expect((stream?.firstWaveTtft?.n ?? 0) + (stream?.laterWavesTtft?.n ?? 0), side).toBe(
+        stream?.streams,
+      );
       expect(r.pacedStream?.[side]?.firstWaveTtft, side).toBeNull();
+      expect(r.pacedStream?.[side]?.laterWavesTtft, side).toBeNull();
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       // The host's steal over each section's turns: a share, or null where /proc/stat is absent.
