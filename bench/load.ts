@@ -525,9 +525,9 @@ export interface StreamLoopResult {
   firstWaveTtft?: Percentiles | null;
   /**
    * TTFT of the rest of each turn's streams (the closed loop's steady state, after its first
-   * wave), null for paced turns; absent before session 57. With the first wave it splits the
-   * section's p50: on session 57's host the gateways' later waves read at or under the proxy's and
-   * the whole back-to-back gap was in the first wave.
+   * wave), null for paced turns; absent before session 57. With the first wave it says where a
+   * section's gap is: on session 57's host one run's was all in the first wave (later waves under
+   * the proxy's) and another's mostly in the later waves.
    */
   laterWavesTtft?: Percentiles | null;
   /**
