@@ -9,8 +9,9 @@
 // gateways (bench/stage-probe.ts) and prints, after each section, the medians from arrival to
 // the upstream request, to its head (with how long the event loop was busy meanwhile) and to the
 // first byte out, and how often the path to the upstream waited for a core, and back to back the
-// same over each turn's first wave (the burst after a side's idle spell); the probe's few µs a
-// request are in that run's TTFTs.
+// same over each turn's first wave (the burst after a side's idle spell), then each gateway's
+// path to the upstream request split into the steps it publishes (src/telemetry/path-steps.ts);
+// the probe's few µs a request are in that run's TTFTs.
 // `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
 // npm start's, to judge a flag against the same code without it in one run.
 // `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
@@ -45,6 +46,8 @@ import {
   stageLine,
   summariseFirstWave,
   summariseStages,
+  summariseSteps,
+  stepLine,
   waveLine,
 } from './stages.ts';
 import type { UpstreamArgs } from './procs/upstream.ts';
@@ -234,13 +237,20 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
   console.log('  stages (medians, µs; alone: no other request open at its arrival)');
   for (const side of sides)
     console.log(stageLine(side, summariseStages(rows.get(side)!, fromMs, toMs)));
-  if (wave === 0) return;
-  // A side idles for the other sides' turns, so half a turn without an arrival starts a turn.
-  console.log(`  stages of each turn's first ${wave} streams (medians, µs)`);
-  for (const side of sides)
-    console.log(
-      waveLine(side, summariseFirstWave(rows.get(side)!, fromMs, toMs, wave, P.turnMs / 2)),
-    );
+  if (wave > 0) {
+    // A side idles for the other sides' turns, so half a turn without an arrival starts a turn.
+    console.log(`  stages of each turn's first ${wave} streams (medians, µs)`);
+    for (const side of sides)
+      console.log(
+        waveLine(side, summariseFirstWave(rows.get(side)!, fromMs, toMs, wave, P.turnMs / 2)),
+      );
+  }
+  // Where each gateway's path to the upstream request went, step by step (src/telemetry/path-steps.ts).
+  console.log(
+    "  steps of each gateway's path to its upstream request (medians, µs, each from the last)",
+  );
+  for (const side of ['base', 'this'] as const)
+    console.log(stepLine(side, summariseSteps(rows.get(side)!, fromMs, toMs)));
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();

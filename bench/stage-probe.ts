@@ -9,6 +9,8 @@
 // event loop was not waiting for I/O (event-loop utilisation's idle time taken from the span): a
 // head that waits while the loop works for other requests and streams shows as busy time there
 // (wall time out of epoll, preemption inside a callback included: not CPU).
+// A gateway that publishes its path's steps (src/telemetry/path-steps.ts) also has each step's end
+// stamped, so its path to the upstream request splits into them.
 // One row a request, appended to $SWITCHYARD_STAGES_FILE.
 // The probe costs a few µs a request on every side (two schedstat reads of ~3 µs on a slow host).
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -16,6 +18,7 @@ import { subscribe } from 'node:diagnostics_channel';
 import { appendFileSync, openSync, readSync } from 'node:fs';
 import { Server, ServerResponse } from 'node:http';
 import { isMainThread } from 'node:worker_threads';
+import { PATH_STEP_CHANNEL } from '../src/telemetry/path-steps.ts';
 
 interface Stamp {
   t0: number;
@@ -31,6 +34,8 @@ interface Stamp {
   idle0: number;
   /** µs of the upstream request → head span the loop was not idle; -1 until the head. */
   headBusyUs: number;
+  /** "step:µs after arrival" of each path step published before the upstream request, by commas. */
+  steps: string;
 }
 
 const file = process.env.SWITCHYARD_STAGES_FILE;
@@ -70,6 +75,7 @@ function install(out: string): void {
       ahead: open,
       idle0: 0,
       headBusyUs: -1,
+      steps: '',
     };
     open++;
     const res = args[1] as ServerResponse;
@@ -90,7 +96,7 @@ function install(out: string): void {
     open--;
     const at = (t: number): string => (t === 0 ? '-1' : ((t - s.t0) * 1000).toFixed(1));
     rows.push(
-      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}\t${s.headBusyUs.toFixed(1)}`,
+      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}\t${s.headBusyUs.toFixed(1)}\t${s.steps}`,
     );
   };
   const write = ServerResponse.prototype.write;
@@ -104,6 +110,12 @@ function install(out: string): void {
     return (end as (...a: unknown[]) => ServerResponse).apply(this, args);
   } as typeof end;
 
+  subscribe(PATH_STEP_CHANNEL, (step) => {
+    const s = als.getStore();
+    if (s === undefined || s.made !== 0) return;
+    const us = ((performance.now() - s.t0) * 1000).toFixed(1);
+    s.steps += `${s.steps === '' ? '' : ','}${step as string}:${us}`;
+  });
   subscribe('undici:request:create', (message) => {
     const s = als.getStore();
     if (s === undefined || s.made !== 0) return;

@@ -1,6 +1,7 @@
 // Reads the rows bench/stage-probe.ts wrote for one side and sums up a section of them: where a
 // stream's first token waits, from its arrival at the server to its first byte to the client.
 import { existsSync, readFileSync } from 'node:fs';
+import { PATH_STEPS } from '../src/telemetry/path-steps.ts';
 import { median } from './report.ts';
 
 export interface StageRow {
@@ -18,6 +19,11 @@ export interface StageRow {
    * requests and streams while the head may have waited); null when the probe did not read it.
    */
   headBusyUs: number | null;
+  /**
+   * µs after arrival at which each step of a gateway's path ended (src/telemetry/path-steps.ts),
+   * in path order; empty where the server publishes none (the bare proxy, an older gateway).
+   */
+  steps: { step: string; at: number }[];
 }
 
 export interface StageSummary {
@@ -57,9 +63,19 @@ export function readStageRows(file: string): StageRow[] {
       waitUs: optional(f[4]!),
       ahead: Number(f[5]),
       headBusyUs: f[6] === undefined ? null : optional(f[6]),
+      steps: stepsOf(f[7] ?? ''),
     });
   }
   return rows;
+}
+
+/** "front:55.2,observer:75.0" → the steps with their µs after arrival. */
+function stepsOf(text: string): StageRow['steps'] {
+  if (text === '') return [];
+  return text.split(',').map((pair) => {
+    const colon = pair.lastIndexOf(':');
+    return { step: pair.slice(0, colon), at: Number(pair.slice(colon + 1)) };
+  });
 }
 
 /** report.ts's median, but NaN (printed '–') for no values rather than 0. */
@@ -183,4 +199,57 @@ export function waveLine(side: string, w: WaveSummary): string {
     `(loop busy ${us(w.upstreamToHeadBusy)}), arrival to first write ${us(w.toFirst)}, ` +
     `arrivals spread ${us(w.arrivalSpread)} (${w.requests} requests in ${w.turns} turns)`
   );
+}
+
+/** The medians of each step of the gateways' paths, and the requests they are over. */
+export interface StepSummary {
+  requests: number;
+  /** µs from the step before (arrival for the first), median over the requests that had it. */
+  steps: { step: string; us: number }[];
+}
+
+/**
+ * Each path step's own time over the requests that arrived within [fromMs, toMs), went upstream
+ * and published steps: a step's end less the end of the one before it in that request (a step a
+ * request skipped, such as the RPM hit of a model without a limit, counts in the next one), and
+ * last `upstream`, from the last step to the upstream request. Null when no request had steps.
+ */
+export function summariseSteps(rows: StageRow[], fromMs: number, toMs: number): StepSummary | null {
+  const inside = rows.filter(
+    (r) => r.at >= fromMs && r.at < toMs && wentUpstream(r) && r.steps.length > 0,
+  );
+  if (inside.length === 0) return null;
+  // A step this checkout does not name (another checkout's gateway) comes after the named ones.
+  const order: string[] = [...PATH_STEPS];
+  const spans = new Map<string, number[]>(order.map((step) => [step, []]));
+  for (const r of inside) {
+    let before = 0;
+    for (const { step, at } of r.steps) {
+      let list = spans.get(step);
+      if (list === undefined) {
+        list = [];
+        spans.set(step, list);
+        order.push(step);
+      }
+      list.push(at - before);
+      before = at;
+    }
+  }
+  order.push('upstream');
+  spans.set(
+    'upstream',
+    inside.map((r) => r.made! - r.steps[r.steps.length - 1]!.at),
+  );
+  return {
+    requests: inside.length,
+    steps: order
+      .filter((step) => spans.get(step)!.length > 0)
+      .map((step) => ({ step, us: medianOf(spans.get(step)!) })),
+  };
+}
+
+export function stepLine(side: string, s: StepSummary | null): string {
+  if (s === null) return `  ${side.padEnd(7)} – (no steps published)`;
+  const steps = s.steps.map(({ step, us: t }) => `${step} ${us(t)}`).join(', ');
+  return `  ${side.padEnd(7)} ${steps} (${s.requests} requests)`;
 }

@@ -7,6 +7,7 @@ import type { GatewayContext } from '../relay/context.ts';
 import type { RequestObserver } from '../relay/observer.ts';
 import { strike, type Caller } from '../relay/relay.ts';
 import type { RoutingTable } from '../table/types.ts';
+import { pathStep } from '../telemetry/path-steps.ts';
 import type { EndpointDef } from './endpoints.ts';
 import { GatewayError } from './errors.ts';
 import { canonicalIp } from './ip-address.ts';
@@ -67,6 +68,7 @@ export async function authenticate(
 ): Promise<Caller> {
   const ipSource = `ip:${clientIp(req, table)}`;
   await refuseBanned(ctx, ipSource, 'this source', obs);
+  pathStep('blacklist');
   const plaintext = credentialOf(req, def);
   const result = plaintext === null ? null : await ctx.keys.authenticate(plaintext, req.socket);
   if (result === null || !result.ok) {
@@ -80,6 +82,7 @@ export async function authenticate(
         : `the API key is ${result.reason === 'unknown_key' ? 'invalid' : result.reason === 'key_expired' ? 'expired' : 'disabled'}`;
     throw new GatewayError('invalid_token', why);
   }
+  pathStep('key');
   const key = result.key;
   const source = table.limits.blacklistSource === 'key' ? `key:${key.id}` : ipSource;
   if (source !== ipSource) await refuseBanned(ctx, source, 'this key', obs);

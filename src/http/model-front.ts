@@ -7,6 +7,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { GatewayContext } from '../relay/context.ts';
 import { relayModelRoute, styleOf } from '../relay/relay.ts';
+import { pathStep } from '../telemetry/path-steps.ts';
 import { authenticate } from './authenticate.ts';
 import { ENDPOINTS, type EndpointDef } from './endpoints.ts';
 import { GatewayError } from './errors.ts';
@@ -155,15 +156,18 @@ async function serveModelRoute(
   res: ServerResponse,
   bodyLimit: number,
 ): Promise<void> {
+  pathStep('front');
   const style = styleOf(def);
   const replyHeaders: Record<string, string> = { 'x-request-id': id };
   const obs = ctx.observe(id, def.name, 'POST', req.headers);
+  pathStep('observer');
   let status = 200;
   try {
     const caller = await authenticate(ctx, ctx.tables.current, def, req, obs);
     let read: { body: unknown; bytes: number };
     try {
       read = await bodyOf(req, bodyLimit);
+      pathStep('body');
     } catch (err) {
       if (err instanceof GatewayError) obs.rejected('validation', err.code);
       throw err;

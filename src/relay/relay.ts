@@ -14,6 +14,7 @@ import type { EndpointDef } from '../http/endpoints.ts';
 import type { ModelCall } from '../http/model-front.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import { redactSecrets, scrubSecrets } from '../telemetry/logging.ts';
+import { pathStep } from '../telemetry/path-steps.ts';
 import type { SlotLease } from '../limits/limiter.ts';
 import { parseJson } from '../protocols/json-read.ts';
 import type { JsonObject } from '../protocols/types.ts';
@@ -195,6 +196,7 @@ async function admit(
     obs.rejected('validation', 'invalid_parameter_error');
     throw err;
   }
+  pathStep('validated');
 
   // Per-model requests per minute, in the configured scope. The first candidate channel's
   // capacity slot is asked for in the same limiter call (one Redis script): on the Postgres+Redis
@@ -217,6 +219,7 @@ async function admit(
         ? { channelId: first.id, capacity: first.capacity, ttlMs: slotTtlMs(first) }
         : null,
     );
+    pathStep('rpm');
     const limit = String(r.rpm.limit);
     const remaining = String(r.rpm.remaining);
     const reset = `${Math.ceil(r.rpm.resetMs / 1000)}s`;
@@ -277,6 +280,7 @@ async function admit(
         'the account store is unavailable; try again shortly',
       );
     }
+    pathStep('reserved');
     if (reserved !== 'ok') {
       obs.rejected(
         'balance',
@@ -490,6 +494,7 @@ async function dispatch(
         attempted: false,
       };
     }
+    pathStep('planned');
     const attemptObs = obs.attempt(channel.id, channel.protocol, attempts);
     const pool = ctx.upstreams.pool(channel);
     const request: Dispatcher.DispatchOptions = {

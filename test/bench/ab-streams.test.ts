@@ -1,7 +1,8 @@
 // `npm run bench:ab -- <checkout> --quick --stages --this-flags=… --this-on=pglite+redis` end to
 // end, with this checkout as its own base: both stream sections print a TTFT and the CPU a stream
 // by thread kind for every side and no stream fails, the stage probe's medians for the proxy and
-// both gateways (back to back, also over each turn's first wave), only 'this' gateway's process
+// both gateways (back to back, also over each turn's first wave) and each gateway's path split
+// into its steps, only 'this' gateway's process
 // got the extra flag, and only it ran on Redis. No speed is asserted. Without Redis (outside CI)
 // the run keeps both gateways embedded.
 import { spawn, spawnSync } from 'node:child_process';
@@ -106,6 +107,15 @@ describe('npm run bench:ab', () => {
             /^\s+\w+\s+to upstream \d+, upstream to head \d+ \(loop busy \d+\), arrival to first write \d+, arrivals spread \d+ \([1-9]\d* requests in [1-9]\d* turns\)$/,
           );
       } else expect(waves.join('\n')).not.toContain('first 8 streams');
+      // Each gateway's path to its upstream request split into the steps it publishes.
+      const stepsAt = lines.findIndex((l) => l.startsWith("  steps of each gateway's path"));
+      expect(stepsAt).toBe(at + (backToBack ? 8 : 4));
+      const steps = lines.slice(stepsAt + 1, stepsAt + 3);
+      expect(steps.map((l) => l.trim().split(/\s+/)[0])).toEqual(['base', 'this']);
+      for (const line of steps)
+        expect(line).toMatch(
+          /^\s+\w+\s+front -?\d+, observer -?\d+, blacklist -?\d+, key -?\d+, body -?\d+, validated -?\d+, (rpm -?\d+, )?reserved -?\d+, planned -?\d+, upstream -?\d+ \([1-9]\d* requests\)$/,
+        );
     }
   }, 120_000);
 

@@ -1,6 +1,6 @@
 // The stage probe's rows summed up for a section (bench/stages.ts): the window, the medians, the
 // requests alone and the share preempted; rows without an upstream call are left out; each turn's
-// first wave apart.
+// first wave apart; a gateway's path split into the steps it published.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,8 +8,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   readStageRows,
   stageLine,
+  stepLine,
   summariseFirstWave,
   summariseStages,
+  summariseSteps,
   waveLine,
 } from '../../bench/stages.ts';
 
@@ -42,6 +44,7 @@ describe('bench stages', () => {
       waitUs: null,
       ahead: 0,
       headBusyUs: null,
+      steps: [],
     });
     expect(rows[1]!.headBusyUs).toBe(200);
     expect(rows[3]!.headBusyUs).toBeNull();
@@ -64,6 +67,58 @@ describe('bench stages', () => {
         'arrival to first write 1100 (3 requests; 2 alone: to upstream 40, to first write 1075); ' +
         'path preempted 33% (mean 300 µs)',
     );
+  });
+
+  it("splits a gateway's path into its steps, each from the one before, up to the upstream request", () => {
+    const file = join(dir, 'steps.tsv');
+    writeFileSync(
+      file,
+      [
+        // … loop busy, then each step's end in µs after arrival
+        '1000.000\t400.0\t900.0\t950.0\t0.0\t0\t10.0\tfront:50.0,observer:70.0,blacklist:120.0,key:150.0,body:220.0,validated:250.0,rpm:280.0,reserved:300.0,planned:330.0',
+        // without an RPM limit: no rpm step, the reservation counts from validation
+        '1001.000\t500.0\t900.0\t950.0\t0.0\t0\t10.0\tfront:60.0,observer:80.0,blacklist:130.0,key:170.0,body:250.0,validated:290.0,reserved:340.0,planned:400.0',
+        '1002.000\t400.0\t900.0\t950.0\t0.0\t0\t10.0', // the bare proxy: no steps
+        '1003.000\t-1\t-1\t30.0\t-1\t0\t-1\tfront:40.0,observer:60.0', // refused
+        '',
+      ].join('\n'),
+    );
+    const rows = readStageRows(file);
+    expect(rows[1]!.steps.slice(0, 2)).toEqual([
+      { step: 'front', at: 60 },
+      { step: 'observer', at: 80 },
+    ]);
+    expect(rows[2]!.steps).toEqual([]);
+    const s = summariseSteps(rows, 1000, 2000);
+    expect(s).toEqual({
+      requests: 2,
+      steps: [
+        { step: 'front', us: 55 },
+        { step: 'observer', us: 20 },
+        { step: 'blacklist', us: 50 },
+        { step: 'key', us: 35 },
+        { step: 'body', us: 75 },
+        { step: 'validated', us: 35 },
+        { step: 'rpm', us: 30 },
+        { step: 'reserved', us: 35 },
+        { step: 'planned', us: 45 },
+        { step: 'upstream', us: 85 },
+      ],
+    });
+    expect(stepLine('base', s)).toBe(
+      '  base    front 55, observer 20, blacklist 50, key 35, body 75, validated 35, rpm 30, ' +
+        'reserved 35, planned 45, upstream 85 (2 requests)',
+    );
+    // The bare proxy's rows, or a window without requests: nothing to split.
+    expect(summariseSteps(rows, 1002, 1003)).toBeNull();
+    expect(stepLine('base', null)).toBe('  base    – (no steps published)');
+    // A step this checkout does not name (another checkout's gateway) comes after the rest.
+    writeFileSync(file, '1000.000\t300.0\t900.0\t950.0\t0.0\t0\t10.0\tfront:50.0,lookup:90.0\n');
+    expect(summariseSteps(readStageRows(file), 1000, 2000)?.steps).toEqual([
+      { step: 'front', us: 50 },
+      { step: 'lookup', us: 40 },
+      { step: 'upstream', us: 210 },
+    ]);
   });
 
   it('reads a missing file as no rows, and says what it cannot know', () => {
