@@ -29,6 +29,7 @@ import type { GatewayContext } from './context.ts';
 import { estimateInputTokens, estimateOutputTokens, inputTokenBound } from './estimate.ts';
 import type { AttemptObserver, AttemptOutcome, RequestObserver, SettledFacts } from './observer.ts';
 import { planFor, type Finished, type UpstreamPlan } from './plans.ts';
+import { RequestAbort } from './request-abort.ts';
 import { UpstreamPump } from './stream-pump.ts';
 import { requestAnswer, type UpstreamAnswer } from './upstream-answer.ts';
 import {
@@ -422,7 +423,7 @@ async function dispatch(
   call: ModelCall,
   requestId: string,
   obs: RequestObserver,
-  signal: AbortSignal,
+  abort: RequestAbort,
 ): Promise<Dispatched> {
   const candidates =
     admitted.pre?.candidates ?? orderCandidates(admitted.route, ctx.health, Date.now());
@@ -436,7 +437,7 @@ async function dispatch(
   for (const candidate of candidates) {
     const preSlot = given;
     given = 'none';
-    if (attempts >= ctx.relay.maxAttempts || signal.aborted) {
+    if (attempts >= ctx.relay.maxAttempts || abort.aborted) {
       if (typeof preSlot === 'object') void releaseQuietly(ctx, preSlot, requestId);
       break;
     }
@@ -513,12 +514,12 @@ async function dispatch(
       if (plan.stream) {
         const relay = plan.relay();
         relay.hideSecrets([apiKey]);
-        pump = new UpstreamPump(relay, signal);
+        pump = new UpstreamPump(relay, abort);
         await pump.send(pool.pool, request);
-      } else answer = await requestAnswer(pool.pool, request, signal);
+      } else answer = await requestAnswer(pool.pool, request, abort);
     } catch (err) {
       await release();
-      if (signal.aborted) break;
+      if (abort.aborted) break;
       lastFailure = classify(err);
       attemptObs.end(lastFailure.outcome, null);
       ctx.health.failure(channel.id, Date.now());
@@ -565,7 +566,7 @@ async function dispatch(
         finished = plan.finish(JSON.parse(answer.text), answer.text);
       } catch (err) {
         await release();
-        if (signal.aborted) break;
+        if (abort.aborted) break;
         lastFailure = classify(err);
         if (lastFailure.outcome === 'connect_error')
           lastFailure = {
@@ -602,7 +603,7 @@ async function dispatch(
       first = await stream.first();
     } catch (err) {
       await release();
-      if (signal.aborted) break;
+      if (abort.aborted) break;
       lastFailure = {
         ...classify(err),
         outcome: 'stream_cut',
@@ -637,7 +638,7 @@ async function dispatch(
       attempt: attemptObs,
     };
   }
-  if (signal.aborted)
+  if (abort.aborted)
     return {
       kind: 'error',
       error: new GatewayError('upstream_error', 'the client went away'),
@@ -858,7 +859,7 @@ export async function relayModelRoute(
   const endpoint = def.kind!;
 
   // A client that goes away aborts the upstream call; what was used is still billed.
-  const abort = new AbortController();
+  const abort = new RequestAbort();
   const onClose = (): void => {
     if (!res.writableFinished) abort.abort();
   };
@@ -866,7 +867,7 @@ export async function relayModelRoute(
 
   let dispatched: Dispatched;
   try {
-    dispatched = await dispatch(ctx, admitted, endpoint, call, requestId, obs, abort.signal);
+    dispatched = await dispatch(ctx, admitted, endpoint, call, requestId, obs, abort);
   } catch (err) {
     dispatched = {
       kind: 'error',
@@ -895,7 +896,7 @@ export async function relayModelRoute(
       admitted,
       null,
       null,
-      abort.signal.aborted ? 'client_aborted' : 'failed',
+      abort.aborted ? 'client_aborted' : 'failed',
       dispatched.error.status,
       startedAt,
       null,
@@ -955,7 +956,7 @@ export async function relayModelRoute(
     obs.firstChunk(candidate.channel.id);
     const end = await pump.rest(res);
     if (!end.ended) {
-      if (timedOut || !abort.signal.aborted) {
+      if (timedOut || !abort.aborted) {
         // After the first byte there is no retry: the stream ends with an error event.
         status = 'aborted';
         const message = timedOut
@@ -967,7 +968,7 @@ export async function relayModelRoute(
           .end(timedOut ? 'timeout' : 'stream_cut', 200);
         if (!res.destroyed) res.write(streamErrorText(styleOf(def), requestId, message));
       } else status = 'client_aborted';
-    } else if (abort.signal.aborted) status = 'client_aborted';
+    } else if (abort.aborted) status = 'client_aborted';
   } finally {
     clearTimeout(deadline);
     res.off('close', onClose);

@@ -13,6 +13,7 @@ import type { Writable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { chunkSocket, writeChunk } from '../http/chunk-frame.ts';
 import type { ClientChunk, StreamRelay } from '../protocols/stream-relay.ts';
+import type { RequestAbort } from './request-abort.ts';
 import { abortError, headerOf } from './upstream-answer.ts';
 
 /** How the upstream body stopped: its normal end, or a failure (cut, aborted, unreadable). */
@@ -28,7 +29,7 @@ export type PumpEnd = { ended: true } | { ended: false; error: unknown };
  */
 export class UpstreamPump implements Dispatcher.DispatchHandler {
   readonly relay: StreamRelay;
-  private readonly signal: AbortSignal;
+  private readonly signal: RequestAbort;
   /** The answer's status; 0 until its head came. */
   status: number;
   private rawHeaders: Buffer[] | null;
@@ -61,7 +62,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
   private readonly resume: () => void;
   private readonly onAbort: () => void;
 
-  constructor(relay: StreamRelay, signal: AbortSignal) {
+  constructor(relay: StreamRelay, signal: RequestAbort) {
     this.relay = relay;
     this.signal = signal;
     this.status = 0;
@@ -101,7 +102,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
         this.onError(abortError(this.signal));
         return;
       }
-      this.signal.addEventListener('abort', this.onAbort, { once: true });
+      this.signal.listen(this.onAbort);
       dispatcher.dispatch(options, this);
     });
   }
@@ -225,7 +226,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
     if (head !== null) {
       this.head = null;
       this.outcome = { ended: false, error: err };
-      this.signal.removeEventListener('abort', this.onAbort);
+      this.signal.unlisten(this.onAbort);
       head.reject(err);
       return;
     }
@@ -239,7 +240,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
     this.errorChunks = null;
     this.errorDone = null;
     this.outcome = outcome;
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.signal.unlisten(this.onAbort);
     done(text);
   }
 
@@ -311,7 +312,7 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
       }
     }
     this.outcome = end;
-    this.signal.removeEventListener('abort', this.onAbort);
+    this.signal.unlisten(this.onAbort);
     // A keep-alive socket outlives the stream: its 'drain' must not call back into this pump.
     this.drainSource?.off('drain', this.resume);
     this.drainSource = null;

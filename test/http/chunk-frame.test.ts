@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { chunkSocket, writeChunk } from '../../src/http/chunk-frame.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
 import { UpstreamPump } from '../../src/relay/stream-pump.ts';
+import { RequestAbort } from '../../src/relay/request-abort.ts';
 import { chatEvent, sseUpstream } from '../relay/sse-upstream.ts';
 
 let server: Server | null = null;
@@ -132,7 +133,7 @@ describe('chunkSocket and writeChunk', () => {
     try {
       const port = await serve((_req, res) => {
         void (async () => {
-          const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+          const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
           await pump.send(pool, { method: 'POST', path: '/', body: '{}' });
           const first = await pump.first();
           res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -10,6 +10,7 @@ import { Pool, type Dispatcher } from 'undici';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
 import { UpstreamPump, type PumpEnd } from '../../src/relay/stream-pump.ts';
+import { RequestAbort } from '../../src/relay/request-abort.ts';
 import { chatEvent, sseUpstream } from './sse-upstream.ts';
 
 const event = chatEvent;
@@ -112,7 +113,7 @@ class FakeCall implements Pick<Dispatcher, 'dispatch'> {
 /** A pump sent through a FakeCall whose head (`status`, `headers`) has come. */
 async function started(
   relay = new ChatStreamRelay(true),
-  signal = new AbortController().signal,
+  signal = new RequestAbort(),
   status = 200,
   headers: Record<string, string> = {},
 ): Promise<{ pump: UpstreamPump; call: FakeCall }> {
@@ -150,15 +151,15 @@ describe('UpstreamPump', () => {
 
   it('rejects send() when no head comes, and sends nothing when the signal aborted first', async () => {
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     call.fail(new Error('connect ECONNREFUSED'));
     await expect(sent).rejects.toThrow('ECONNREFUSED');
 
-    const ac = new AbortController();
+    const ac = new RequestAbort();
     ac.abort(new Error('the client went away'));
     const idle = new FakeCall();
-    const late = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const late = new UpstreamPump(new ChatStreamRelay(true), ac);
     await expect(
       late.send(idle as unknown as Dispatcher, { method: 'POST', path: '/' }),
     ).rejects.toThrow('the client went away');
@@ -166,9 +167,9 @@ describe('UpstreamPump', () => {
   });
 
   it('drops the call when the signal aborts while the head is awaited', async () => {
-    const ac = new AbortController();
+    const ac = new RequestAbort();
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     ac.abort(new Error('the client went away'));
     await expect(sent).rejects.toThrow('the client went away');
@@ -176,9 +177,9 @@ describe('UpstreamPump', () => {
   });
 
   it('drops a call that was still waiting for a connection when the signal aborted', async () => {
-    const ac = new AbortController();
+    const ac = new RequestAbort();
     const call = new FakeCall(true);
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     ac.abort(new Error('the client went away'));
     await expect(sent).rejects.toThrow('the client went away');
@@ -189,7 +190,7 @@ describe('UpstreamPump', () => {
 
   it('skips an informational head and takes the answer after it', async () => {
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     call.head(103, { link: '</x>; rel=preload' });
     expect(pump.status).toBe(0);
@@ -222,8 +223,8 @@ describe('UpstreamPump', () => {
   });
 
   it("gives '' for an error answer whose reading the signal aborts", async () => {
-    const ac = new AbortController();
-    const { pump, call } = await started(undefined, ac.signal, 500);
+    const ac = new RequestAbort();
+    const { pump, call } = await started(undefined, ac, 500);
     call.write('{"error":');
     ac.abort(new Error('the client went away'));
     expect(await pump.errorText()).toBe('');
@@ -274,8 +275,8 @@ describe('UpstreamPump', () => {
   });
 
   it('stops at once when the signal aborts, writing nothing more, and drops the call', async () => {
-    const ac = new AbortController();
-    const { pump, call } = await started(new ChatStreamRelay(true), ac.signal);
+    const ac = new RequestAbort();
+    const { pump, call } = await started(new ChatStreamRelay(true), ac);
     call.write(event(0));
     await pump.first();
     const c = client();
@@ -343,7 +344,7 @@ describe('UpstreamPump', () => {
 
   /** A committed pump paused for a client that never finishes a write, with chunks waiting. */
   async function pausedForClient(
-    signal?: AbortSignal,
+    signal?: RequestAbort,
   ): Promise<{ call: FakeCall; c: ReturnType<typeof client>; done: Promise<PumpEnd> }> {
     const { pump, call } = await started(new ChatStreamRelay(true), signal);
     call.write(event(0));
@@ -356,8 +357,8 @@ describe('UpstreamPump', () => {
   }
 
   it('stops and drops the call when the signal aborts while it waits for the client to drain', async () => {
-    const ac = new AbortController();
-    const { call, done } = await pausedForClient(ac.signal);
+    const ac = new RequestAbort();
+    const { call, done } = await pausedForClient(ac);
     ac.abort(new Error('the upstream exceeded its total time'));
     const end = await done;
     expect((end as { error: Error }).error.message).toBe('the upstream exceeded its total time');
@@ -423,7 +424,7 @@ describe('UpstreamPump through undici', () => {
     onTestFinished(() => sse.close());
     const p = (pool = new Pool(sse.origin));
     const relay = new ChatStreamRelay(true);
-    const pump = new UpstreamPump(relay, new AbortController().signal);
+    const pump = new UpstreamPump(relay, new RequestAbort());
     await pump.send(p, request);
     const first = await pump.first();
     // A client that takes nothing for 300 ms, then reads.
@@ -451,14 +452,14 @@ describe('UpstreamPump through undici', () => {
       res.writeHead(429, { 'retry-after': '3', 'content-type': 'application/json' });
       res.end('{"error":{"message":"rate limited"}}');
     });
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     await pump.send(p, request);
     expect(pump.status).toBe(429);
     expect(pump.header('retry-after')).toBe('3');
     expect(await pump.errorText()).toBe('{"error":{"message":"rate limited"}}');
 
     const closed = new Pool('http://127.0.0.1:1');
-    const refused = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const refused = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     await expect(refused.send(closed, request)).rejects.toThrow();
     await closed.destroy();
   });
@@ -472,13 +473,13 @@ describe('UpstreamPump through undici', () => {
       if (served === 1) setTimeout(() => res.destroy(), 20);
       // The second one says nothing more and never ends.
     });
-    const cut = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const cut = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     await cut.send(p, request);
     await cut.first();
     const end = await cut.rest(client().raw);
     expect(end.ended).toBe(false);
 
-    const stalled = new UpstreamPump(new ChatStreamRelay(true), new AbortController().signal);
+    const stalled = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
     await stalled.send(p, { ...request, bodyTimeout: 100 });
     await stalled.first();
     const timedOut = await stalled.rest(client().raw);
@@ -495,8 +496,8 @@ describe('UpstreamPump through undici', () => {
       const timer = setInterval(() => res.write(event(1)), 5);
       res.on('close', () => clearInterval(timer));
     });
-    const ac = new AbortController();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac.signal);
+    const ac = new RequestAbort();
+    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
     await pump.send(p, request);
     await pump.first();
     const done = pump.rest(client().raw);
