@@ -1,10 +1,10 @@
 // A model request's abort: set when its client goes away or its stream runs past the channel's
 // total time, and the one upstream call in flight told at once. It stands where an
-// AbortController and its signal stood. node's EventTarget made `addEventListener` on that signal
-// the dearest single call on a paced stream's path to its upstream: ~60 µs when the path runs cold
-// against ~6 µs warm (scratch, session 58: a controller and one listener 68 µs cold, a controller
-// alone 8). A request makes one upstream call at a time (attempts follow each other), so one
-// listener slot is all it needs.
+// AbortController and its signal stood (decision 0067). node's EventTarget made that pair the
+// dearest single item on a paced stream's path to its upstream: a controller and one listener
+// 68 µs cold, 6.6 warm (scratch, session 58); without them the path went 779 -> 737 µs (bench:ab
+// --stages, paced median). A request makes one upstream call at a time (attempts follow each
+// other), so one listener slot is all it needs.
 
 export class RequestAbort {
   /** Set once, by the first abort(). */
