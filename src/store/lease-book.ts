@@ -185,7 +185,7 @@ export class LeaseBook {
   private dueHead = 0;
   /** Armed for when the oldest unwritten open request is due; null when none is waiting. */
   private openTimer: NodeJS.Timeout | null = null;
-  /** When the open timer is to be armed for, while its arming waits for the path (reserve()); else null. */
+  /** The due time reserve() left for armDeferred to arm the open timer at; else null. */
   private openArmAt: number | null = null;
   /** Looks for idle leases while any lease is held. */
   private idleTimer: NodeJS.Timeout | null = null;
@@ -475,16 +475,17 @@ export class LeaseBook {
    * minWriteGapMs later, the soonest a next write could start: a request is written down 20-70
    * ms after admission at the defaults, and the timer fires at most 50 times a second.
    */
+  private armOpenTimer(at: number): void {
+    this.openTimer = setTimeout(() => this.writeDueOpens(), wholeMs(at - performance.now()));
+    this.openTimer.unref();
+  }
+
+  /** reserve()'s arming, run once its path has gone upstream (closed or armed since: nothing). */
   private readonly armDeferred = (): void => {
     const at = this.openArmAt;
     this.openArmAt = null;
     if (at !== null && this.openTimer === null && !this.closed) this.armOpenTimer(at);
   };
-
-  private armOpenTimer(at: number): void {
-    this.openTimer = setTimeout(() => this.writeDueOpens(), wholeMs(at - performance.now()));
-    this.openTimer.unref();
-  }
 
   private writeDueOpens(): void {
     this.openTimer = null;
