@@ -9,6 +9,7 @@ import { TableHolder } from './config/reloader.ts';
 import { compileDir } from './config/source.ts';
 import { startDemoUpstream } from './demo/demo-upstream.ts';
 import { buildApp } from './http/app.ts';
+import { loopTurnCount } from './http/path-turns.ts';
 import { createLimiter } from './limits/create-limiter.ts';
 import type { GatewayLimiter } from './limits/resilient-limiter.ts';
 import { ChannelHealth } from './relay/channel-health.ts';
@@ -207,6 +208,10 @@ export async function createGateway(opts: GatewayOptions): Promise<Gateway> {
   if (probe === null) log.warn('memory trim unavailable: this Node cannot collect on request');
   else if (allocator.reason !== null) {
     log.warn(`memory trim without the allocator trim: ${allocator.reason}`);
+  }
+  const loopTurns = loopTurnCount();
+  if (loopTurns.reason !== null) {
+    log.warn(`path turns mark each turn with a setImmediate: ${loopTurns.reason}`);
   }
   const trimmer =
     probe === null

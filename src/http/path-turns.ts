@@ -8,19 +8,42 @@
 // after a poll, so an upstream head that came meanwhile is written out first (decision 0060). A
 // budget and not one path a turn: a wave that fits in the round trip waits for nothing, and one
 // path a turn made it later on a fast host. A request alone (the paced case) costs one
-// performance.now() and one setImmediate. A waiting path keeps its arrival's async context
-// (AsyncResource.bind), as a request listener would.
+// performance.now() and one read of the loop's turn count (native/loop-turns.c, decision 0068);
+// without the addon, one setImmediate that marks the turn's end. A waiting path keeps its
+// arrival's async context (AsyncResource.bind), as a request listener would.
 import { AsyncResource } from 'node:async_hooks';
+import { loadAddonFunction } from '../native/load-addon.ts';
 
 /** How long new paths may hold the loop in one turn before a poll must come between. */
 export const TURN_BUDGET_MS = 1;
+
+export type LoopTurnCount = { turns: Uint32Array; reason: null } | { turns: null; reason: string };
+
+let loopTurns: LoopTurnCount | undefined;
+
+/**
+ * This thread's loop turn count: element 0 goes up by one before each poll of the event loop
+ * (libuv's prepare phase). Started once, on first use; where the addon is missing, why.
+ */
+export function loopTurnCount(): LoopTurnCount {
+  if (loopTurns === undefined) {
+    const load = loadAddonFunction<() => Uint32Array>('loop-turns', 'loopTurns');
+    loopTurns =
+      load.fn === null ? { turns: null, reason: load.reason } : { turns: load.fn(), reason: null };
+  }
+  return loopTurns;
+}
 
 /** Runs paths at once while this turn's budget lasts, else in later turns, in order. */
 export class PathTurns {
   /** Waiting paths from `next` on; the started ones before it are cleared, then cut off. */
   private readonly waiting: ((() => void) | undefined)[] = [];
   private next = 0;
-  /** A path ran since the last check phase (in a poll, where node found its request). */
+  /** The loop's turn count, or null: then `ranInPoll` is cleared from a setImmediate. */
+  private readonly loop: Uint32Array | null;
+  /** The loop turn in which the last turn's first path started (with `loop`). */
+  private startedIn = -1;
+  /** A path started a turn since the last check phase (without `loop`). */
   private ranInPoll = false;
   /** When the first path of this turn started (on `now`). */
   private turnStart = 0;
@@ -30,19 +53,27 @@ export class PathTurns {
   /** The clock the budget is read on; a test gives its own, so no preemption moves its turns. */
   private readonly now: () => number;
 
-  constructor(budgetMs = TURN_BUDGET_MS, now: () => number = () => performance.now()) {
+  constructor(
+    budgetMs = TURN_BUDGET_MS,
+    now: () => number = () => performance.now(),
+    loop: Uint32Array | null = loopTurnCount().turns,
+  ) {
     this.budgetMs = budgetMs;
     this.now = now;
+    this.loop = loop;
   }
 
   /** Starts `path` now or in a later turn; paths start in the order they were given. */
   run(path: () => void): void {
     if (this.pending === 0) {
       const now = this.now();
-      if (!this.ranInPoll) {
-        this.ranInPoll = true;
+      if (!this.startedThisTurn()) {
         this.turnStart = now;
-        this.schedule();
+        if (this.loop !== null) this.startedIn = this.loop[0]!;
+        else {
+          this.ranInPoll = true;
+          this.schedule();
+        }
         path();
         return;
       }
@@ -66,9 +97,14 @@ export class PathTurns {
     setImmediate(this.onTurn);
   }
 
+  /** A path started a turn in this turn of the loop (from its poll to the next one's prepare). */
+  private startedThisTurn(): boolean {
+    return this.loop !== null ? this.startedIn === this.loop[0] : this.ranInPoll;
+  }
+
   private turn(): void {
     this.turnScheduled = false;
-    if (this.ranInPoll) {
+    if (this.startedThisTurn()) {
       // The check phase right after the poll that ran a path: one more turn lets the next poll in.
       this.ranInPoll = false;
       if (this.pending > 0) this.schedule();

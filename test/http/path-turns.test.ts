@@ -1,15 +1,29 @@
 // Model paths that arrive together run at once while the turn's budget lasts, then in later turns,
 // in arrival order, with a poll between turns: an upstream head that came while the paths ran is
-// read before the next ones start. A path alone runs at once. Budget 0 is one path a turn.
+// read before the next ones start. A path alone runs at once. Budget 0 is one path a turn. Each
+// case runs twice: on the loop's turn count (native/loop-turns.c, decision 0068) and on the
+// setImmediate that stands in for it where the addon is missing. CI requires the addon.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { spawnSync } from 'node:child_process';
+import { stat } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket, connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PathTurns, TURN_BUDGET_MS } from '../../src/http/path-turns.ts';
+import { loopTurnCount, PathTurns, TURN_BUDGET_MS } from '../../src/http/path-turns.ts';
 
 const nextTurn = (): Promise<void> => new Promise((r) => setImmediate(r));
 const turns = async (n: number): Promise<void> => {
   for (let i = 0; i < n; i++) await nextTurn();
 };
+/**
+ * Resumes in a poll phase (an I/O callback), where the gateway's requests arrive. A path started
+ * in a check phase is the next poll's business on the turn count, but the setImmediate mode spends
+ * one more turn on it; from a poll both modes take the same turns.
+ */
+const inPoll = (): Promise<void> =>
+  new Promise((r) => {
+    stat('.', () => r());
+  });
 
 let server: Server | null = null;
 const sockets: Socket[] = [];
@@ -32,9 +46,59 @@ async function loopback(): Promise<{ out: Socket; in: Socket }> {
   return { out, in: peer };
 }
 
-describe('PathTurns', () => {
+const counter = loopTurnCount();
+if (counter.turns === null && process.env.CI !== 'true') {
+  console.warn(`NOTICE: path turns on the loop's turn count skipped: ${counter.reason}`);
+}
+
+describe('the loop turn count', () => {
+  it('is built and loads where CI runs', () => {
+    if (process.env.CI === 'true') expect(counter.reason).toBeNull();
+  });
+
+  it.skipIf(counter.turns === null)(
+    'goes up once a turn of the loop, never within one',
+    async () => {
+      const turns = counter.turns!;
+      await nextTurn(); // from a check phase on
+      const first = turns[0]!;
+      for (let i = 0; i < 1e5; i++) Math.sqrt(i); // synchronous work: the same turn
+      await Promise.resolve();
+      expect(turns[0]).toBe(first);
+      await nextTurn();
+      const second = turns[0]!;
+      expect(second - first).toBe(1); // the check phase of this turn: one poll since
+      await new Promise((r) => setTimeout(r, 5));
+      expect(turns[0]! - second).toBeGreaterThanOrEqual(1);
+      expect(loopTurnCount().turns).toBe(turns); // one counter a thread
+    },
+  );
+
+  it('does not keep the process alive', () => {
+    const script = `
+      import { loopTurnCount } from ${JSON.stringify(
+        fileURLToPath(new URL('../../src/http/path-turns.ts', import.meta.url)),
+      )};
+      const { turns } = loopTurnCount();
+      setTimeout(() => console.log(turns === null ? 'none' : String(turns[0] > 0)), 10);
+    `;
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
+    expect(run.status).toBe(0);
+    expect(run.stdout.trim()).toBe(counter.turns === null ? 'none' : 'true');
+  });
+});
+
+const modes: [string, Uint32Array | null][] = [['on a setImmediate a turn', null]];
+if (counter.turns !== null) modes.unshift(['on the loop turn count', counter.turns]);
+
+describe.each(modes)('PathTurns %s', (_mode, loop) => {
+  const make = (budget: number, now?: () => number): PathTurns => new PathTurns(budget, now, loop);
+
   it('runs a path alone at once', async () => {
-    const t = new PathTurns(0);
+    const t = make(0);
     const seen: string[] = [];
     t.run(() => seen.push('a'));
     expect(seen).toEqual(['a']);
@@ -46,7 +110,7 @@ describe('PathTurns', () => {
 
   it('runs paths that came together in order, each after a poll that reads what came meanwhile', async () => {
     const { out, in: peer } = await loopback();
-    const t = new PathTurns(0);
+    const t = make(0);
     const seen: string[] = [];
     peer.on('data', (b: Buffer) => seen.push(`head ${b.toString()}`));
     // Each path sends its "upstream request"; the "head" comes back as loopback data.
@@ -66,8 +130,9 @@ describe('PathTurns', () => {
   });
 
   it('queues a request that arrives while others wait behind them', async () => {
-    const t = new PathTurns(0);
+    const t = make(0);
     const seen: string[] = [];
+    await inPoll();
     t.run(() => seen.push('a'));
     t.run(() => seen.push('b'));
     await nextTurn(); // the check phase after the first path's poll lets the next poll in first
@@ -79,7 +144,7 @@ describe('PathTurns', () => {
 
   it('keeps each waiting path in its arrival async context', async () => {
     const als = new AsyncLocalStorage<string>();
-    const t = new PathTurns(0);
+    const t = make(0);
     const seen: (string | undefined)[] = [];
     for (const id of ['r1', 'r2', 'r3']) als.run(id, () => t.run(() => seen.push(als.getStore())));
     await turns(8);
@@ -87,7 +152,7 @@ describe('PathTurns', () => {
   });
 
   it('runs a long queue through in order and keeps none of it', async () => {
-    const t = new PathTurns(0);
+    const t = make(0);
     const seen: number[] = [];
     for (let i = 0; i < 3000; i++) t.run(() => seen.push(i));
     expect(t.pending).toBe(2999);
@@ -102,9 +167,10 @@ describe('PathTurns', () => {
     // The gateway's budget, on a clock that only the paths move: a busy-wait on the real clock
     // failed here when the test process lost its core mid-path (npm run check, session 52).
     let clock = 0;
-    const t = new PathTurns(TURN_BUDGET_MS, () => clock);
+    const t = make(TURN_BUDGET_MS, () => clock);
     const seen: number[] = [];
     const half = TURN_BUDGET_MS * 0.6;
+    await inPoll();
     for (let i = 0; i < 5; i++)
       t.run(() => {
         seen.push(i);
