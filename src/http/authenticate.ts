@@ -15,9 +15,25 @@ import { canonicalIp } from './ip-address.ts';
 /** What authentication reads of a request: fastify's request and node's both have it. */
 export type RequestHead = Pick<IncomingMessage, 'headers' | 'socket'>;
 
+const PEER = Symbol('switchyard.peer');
+
+/**
+ * The connection's peer address in canonical form, worked out once a connection and kept on its
+ * socket: a keep-alive connection's later requests skip `isIP`'s regular expressions, ~13 µs of
+ * a paced request's path when cold (session 60). A socket's peer never changes.
+ */
+function peerOf(socket: RequestHead['socket'] & { [PEER]?: string }): string {
+  let peer = socket[PEER];
+  if (peer === undefined) {
+    peer = canonicalIp(socket.remoteAddress ?? 'unknown');
+    socket[PEER] = peer;
+  }
+  return peer;
+}
+
 /** The client's address; X-Forwarded-For is believed only from configured trusted proxies. */
 export function clientIp(req: RequestHead, table: RoutingTable): string {
-  const peer = canonicalIp(req.socket.remoteAddress ?? 'unknown');
+  const peer = peerOf(req.socket);
   const trusted = table.gateway.trustedProxies;
   if (trusted.length === 0 || !trusted.includes(peer)) return peer;
   const xff = req.headers['x-forwarded-for'];
