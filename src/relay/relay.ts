@@ -512,9 +512,11 @@ async function dispatch(
     let answer: UpstreamAnswer | null = null;
     try {
       if (plan.stream) {
-        const relay = plan.relay();
-        relay.hideSecrets([apiKey]);
-        pump = new UpstreamPump(relay, abort);
+        pump = new UpstreamPump(() => {
+          const relay = plan.relay();
+          relay.hideSecrets([apiKey]);
+          return relay;
+        }, abort);
         await pump.send(pool.pool, request);
       } else answer = await requestAnswer(pool.pool, request, abort);
     } catch (err) {

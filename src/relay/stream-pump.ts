@@ -28,7 +28,9 @@ export type PumpEnd = { ended: true } | { ended: false; error: unknown };
  * calls is recorded, never thrown at nobody.
  */
 export class UpstreamPump implements Dispatcher.DispatchHandler {
-  readonly relay: StreamRelay;
+  /** Built by send() once the request is on its way (see send). */
+  relay!: StreamRelay;
+  private readonly makeRelay: () => StreamRelay;
   private readonly signal: RequestAbort;
   /** The answer's status; 0 until its head came. */
   status: number;
@@ -62,8 +64,8 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
   private readonly resume: () => void;
   private readonly onAbort: () => void;
 
-  constructor(relay: StreamRelay, signal: RequestAbort) {
-    this.relay = relay;
+  constructor(makeRelay: () => StreamRelay, signal: RequestAbort) {
+    this.makeRelay = makeRelay;
     this.signal = signal;
     this.status = 0;
     this.rawHeaders = null;
@@ -92,11 +94,16 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * Sends the request through `dispatcher`. Resolves when the answer's head came (`status` is
-   * set); rejects when none came (connect error, headers timeout, abort).
+   * Sends the request through `dispatcher`, then builds the relay. Resolves when the answer's head
+   * came (`status` is set); rejects when none came (connect error, headers timeout, abort).
+   *
+   * undici writes a request whose body is a string to the upstream's socket inside `dispatch`,
+   * and the relay is first used when the answer's body comes: built after the dispatch, its
+   * ~20 µs (cold, on a paced gateway) are spent while the upstream works on the request instead
+   * of before the request leaves (session 60).
    */
   send(dispatcher: Dispatcher, options: Dispatcher.DispatchOptions): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+    const head = new Promise<void>((resolve, reject) => {
       this.head = { resolve, reject };
       if (this.signal.aborted) {
         this.onError(abortError(this.signal));
@@ -105,6 +112,8 @@ export class UpstreamPump implements Dispatcher.DispatchHandler {
       this.signal.listen(this.onAbort);
       dispatcher.dispatch(options, this);
     });
+    this.relay = this.makeRelay();
+    return head;
   }
 
   /** One response header's first value (lower-case name); null before the head or without it. */

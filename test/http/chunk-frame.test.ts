@@ -133,7 +133,7 @@ describe('chunkSocket and writeChunk', () => {
     try {
       const port = await serve((_req, res) => {
         void (async () => {
-          const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+          const pump = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
           await pump.send(pool, { method: 'POST', path: '/', body: '{}' });
           const first = await pump.first();
           res.writeHead(200, { 'content-type': 'text/event-stream' });

@@ -118,7 +118,7 @@ async function started(
   headers: Record<string, string> = {},
 ): Promise<{ pump: UpstreamPump; call: FakeCall }> {
   const call = new FakeCall();
-  const pump = new UpstreamPump(relay, signal);
+  const pump = new UpstreamPump(() => relay, signal);
   const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
   call.head(status, headers);
   await sent;
@@ -149,9 +149,27 @@ describe('UpstreamPump', () => {
     await expect(pump.first()).rejects.toThrow('socket hang up');
   });
 
+  it('builds its relay once the request is dispatched, not before, and streams through it', async () => {
+    const call = new FakeCall();
+    const order: string[] = [];
+    const relay = new ChatStreamRelay(true);
+    const pump = new UpstreamPump(() => {
+      order.push(`relay built after ${call.dispatched} dispatch`);
+      return relay;
+    }, new RequestAbort());
+    const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
+    expect(order).toEqual(['relay built after 1 dispatch']);
+    expect(pump.relay).toBe(relay);
+    call.head(200);
+    await sent;
+    call.write(event(0));
+    expect(await pump.first()).toBe(event(0));
+    expect(relay.events).toBe(1);
+  });
+
   it('rejects send() when no head comes, and sends nothing when the signal aborted first', async () => {
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     call.fail(new Error('connect ECONNREFUSED'));
     await expect(sent).rejects.toThrow('ECONNREFUSED');
@@ -159,7 +177,7 @@ describe('UpstreamPump', () => {
     const ac = new RequestAbort();
     ac.abort(new Error('the client went away'));
     const idle = new FakeCall();
-    const late = new UpstreamPump(new ChatStreamRelay(true), ac);
+    const late = new UpstreamPump(() => new ChatStreamRelay(true), ac);
     await expect(
       late.send(idle as unknown as Dispatcher, { method: 'POST', path: '/' }),
     ).rejects.toThrow('the client went away');
@@ -169,7 +187,7 @@ describe('UpstreamPump', () => {
   it('drops the call when the signal aborts while the head is awaited', async () => {
     const ac = new RequestAbort();
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), ac);
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     ac.abort(new Error('the client went away'));
     await expect(sent).rejects.toThrow('the client went away');
@@ -179,7 +197,7 @@ describe('UpstreamPump', () => {
   it('drops a call that was still waiting for a connection when the signal aborted', async () => {
     const ac = new RequestAbort();
     const call = new FakeCall(true);
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), ac);
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     ac.abort(new Error('the client went away'));
     await expect(sent).rejects.toThrow('the client went away');
@@ -190,7 +208,7 @@ describe('UpstreamPump', () => {
 
   it('skips an informational head and takes the answer after it', async () => {
     const call = new FakeCall();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     const sent = pump.send(call as unknown as Dispatcher, { method: 'POST', path: '/' });
     call.head(103, { link: '</x>; rel=preload' });
     expect(pump.status).toBe(0);
@@ -424,7 +442,7 @@ describe('UpstreamPump through undici', () => {
     onTestFinished(() => sse.close());
     const p = (pool = new Pool(sse.origin));
     const relay = new ChatStreamRelay(true);
-    const pump = new UpstreamPump(relay, new RequestAbort());
+    const pump = new UpstreamPump(() => relay, new RequestAbort());
     await pump.send(p, request);
     const first = await pump.first();
     // A client that takes nothing for 300 ms, then reads.
@@ -452,14 +470,14 @@ describe('UpstreamPump through undici', () => {
       res.writeHead(429, { 'retry-after': '3', 'content-type': 'application/json' });
       res.end('{"error":{"message":"rate limited"}}');
     });
-    const pump = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     await pump.send(p, request);
     expect(pump.status).toBe(429);
     expect(pump.header('retry-after')).toBe('3');
     expect(await pump.errorText()).toBe('{"error":{"message":"rate limited"}}');
 
     const closed = new Pool('http://127.0.0.1:1');
-    const refused = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const refused = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     await expect(refused.send(closed, request)).rejects.toThrow();
     await closed.destroy();
   });
@@ -473,13 +491,13 @@ describe('UpstreamPump through undici', () => {
       if (served === 1) setTimeout(() => res.destroy(), 20);
       // The second one says nothing more and never ends.
     });
-    const cut = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const cut = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     await cut.send(p, request);
     await cut.first();
     const end = await cut.rest(client().raw);
     expect(end.ended).toBe(false);
 
-    const stalled = new UpstreamPump(new ChatStreamRelay(true), new RequestAbort());
+    const stalled = new UpstreamPump(() => new ChatStreamRelay(true), new RequestAbort());
     await stalled.send(p, { ...request, bodyTimeout: 100 });
     await stalled.first();
     const timedOut = await stalled.rest(client().raw);
@@ -497,7 +515,7 @@ describe('UpstreamPump through undici', () => {
       res.on('close', () => clearInterval(timer));
     });
     const ac = new RequestAbort();
-    const pump = new UpstreamPump(new ChatStreamRelay(true), ac);
+    const pump = new UpstreamPump(() => new ChatStreamRelay(true), ac);
     await pump.send(p, request);
     await pump.first();
     const done = pump.rest(client().raw);
