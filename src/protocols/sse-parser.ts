@@ -7,6 +7,10 @@ import type { SseEvent } from './types.ts';
 const LF = 10;
 const COLON = 58;
 const SPACE = 32;
+/** The first byte of a UTF-8 BOM. */
+const BOM_FIRST = 0xef;
+/** Fed to a decoder that has seen nothing once the stream's start went by unfed: no BOM after. */
+const PAST_START = new Uint8Array([LF]);
 
 export type SseListener = (event: SseEvent) => void;
 
@@ -20,6 +24,10 @@ export class SseParser {
   private readonly decoder: TextDecoder;
   /** The decoder may hold the first bytes of a character, or has not yet seen a possible BOM. */
   private decoderInUse: boolean;
+  /** No byte has come yet, fed or passed: a BOM may still open the stream. */
+  private atStart: boolean;
+  /** The stream's start went by unfed (passed()); the decoder has yet to see a byte. */
+  private primeDecoder: boolean;
   private readonly onEvent: SseListener;
   /** The unfinished line carried over from the previous chunk. */
   private tail: string;
@@ -34,6 +42,8 @@ export class SseParser {
     // default ignoreBOM:false drops a leading BOM as the SSE spec asks.
     this.decoder = new TextDecoder('utf-8');
     this.decoderInUse = true;
+    this.atStart = true;
+    this.primeDecoder = false;
     this.onEvent = onEvent;
     this.tail = '';
     this.skipLeadingLf = false;
@@ -54,6 +64,11 @@ export class SseParser {
       this.feedText(chunk.toString('utf8'));
       return;
     }
+    if (this.primeDecoder) {
+      this.primeDecoder = false;
+      this.decoder.decode(PAST_START, { stream: true });
+    }
+    this.atStart = false;
     this.feedText(this.decoder.decode(chunk, { stream: true }));
     this.decoderInUse = last >= 0x80;
   }
@@ -70,6 +85,25 @@ export class SseParser {
       !this.hasData &&
       this.eventType === null
     );
+  }
+
+  /**
+   * Whole events in `chunk` may go by unfed (see passed()): the parser is idle, or nothing has come
+   * yet and `chunk` does not open with a BOM, which feeding it would drop.
+   */
+  canPass(chunk: Uint8Array): boolean {
+    return this.atStart ? chunk[0] !== BOM_FIRST : this.idle();
+  }
+
+  /**
+   * Whole events went by unfed, after canPass: when they opened the stream, a BOM can no longer
+   * come, so the decoder is primed before its first use and the fast path is open at once.
+   */
+  passed(): void {
+    if (!this.atStart) return;
+    this.atStart = false;
+    this.decoderInUse = false;
+    this.primeDecoder = true;
   }
 
   /**

@@ -55,9 +55,9 @@ export abstract class SseStreamRelay implements StreamRelay {
   firstContentAt: number | null;
   completed: boolean;
   errorMessage: string | null;
-  upstreamId: string | null;
-  upstreamModel: string | null;
   protected out: string;
+  private idRead: string | null;
+  private modelRead: string | null;
   private readonly parser: SseParser;
   private secrets: readonly string[];
 
@@ -67,20 +67,40 @@ export abstract class SseStreamRelay implements StreamRelay {
     this.firstContentAt = null;
     this.completed = false;
     this.errorMessage = null;
-    this.upstreamId = null;
-    this.upstreamModel = null;
+    this.idRead = null;
+    this.modelRead = null;
     this.out = '';
     this.secrets = [];
     this.parser = new SseParser((event) => this.onEvent(event));
   }
 
+  get upstreamId(): string | null {
+    this.identify();
+    return this.idRead;
+  }
+
+  set upstreamId(id: string | null) {
+    this.idRead = id;
+  }
+
+  get upstreamModel(): string | null {
+    this.identify();
+    return this.modelRead;
+  }
+
+  set upstreamModel(model: string | null) {
+    this.modelRead = model;
+  }
+
   push(chunk: Uint8Array): ClientChunk {
     // Nothing held in the parser and whole events the subclass would write back as they came:
     // the chunk itself goes out, with no decode, no strings and no encode on the way (decision
-    // 0030). The parser's state after those events would be this same idle one.
-    if (Buffer.isBuffer(chunk) && this.parser.idle()) {
+    // 0030). The parser's state after those events would be this same idle one (at the stream's
+    // start: past its start, where passed() puts it).
+    if (Buffer.isBuffer(chunk) && this.parser.canPass(chunk)) {
       const events = this.unchangedEvents(chunk);
       if (events > 0) {
+        this.parser.passed();
         if (this.firstContentAt === null) this.firstContentAt = performance.now();
         this.events += events;
         return chunk;
@@ -127,6 +147,12 @@ export abstract class SseStreamRelay implements StreamRelay {
   protected unchangedEvents(_chunk: Buffer): number {
     return -1;
   }
+
+  /**
+   * Reads the upstream's id and model where a subclass put off reading them (the chat relay's
+   * first chunk); called before either is read. The default has nothing put off.
+   */
+  protected identify(): void {}
 
   /** Called by end(): close whatever the upstream left open. */
   protected abstract finish(): void;

@@ -102,6 +102,24 @@ describe('SSE parser', () => {
     expect(parseInPieces(bytes, [], true)).toEqual([{ event: null, data: 'x' }]);
   });
 
+  it('lets whole events open the stream unfed unless a BOM opens it; a BOM after is data', () => {
+    const events: SseEvent[] = [];
+    const parser = new SseParser((e) => events.push(e));
+    const withBom = Buffer.from([0xef, 0xbb, 0xbf, ...encoder.encode('data: x\n\n')]);
+    expect(parser.canPass(withBom)).toBe(false);
+    expect(parser.canPass(Buffer.from('data: a\n\n'))).toBe(true);
+    parser.passed();
+    // Past the start, a BOM opening a line is a character of its field name: `\ufeffdata`, not
+    // `data`, so that event has no data and is not dispatched (the decoder must not drop it).
+    expect(parser.canPass(withBom)).toBe(true);
+    parser.feed(withBom);
+    parser.feed(Buffer.from([...encoder.encode('data: '), 0xc3]));
+    expect(parser.canPass(Buffer.from('data: a\n\n'))).toBe(false);
+    parser.feed(Buffer.from([0xa9, ...encoder.encode('\n\n')]));
+    parser.end();
+    expect(events).toEqual([{ event: null, data: 'é' }]);
+  });
+
   it('formats events back, splitting multi-line data into data lines', () => {
     expect(formatSse(null, 'a')).toBe('data: a\n\n');
     expect(formatSse('ping', 'a\nb')).toBe('event: ping\ndata: a\ndata: b\n\n');

@@ -75,6 +75,21 @@ const STREAMS: Record<string, Events> = {
   ],
   'an empty data event': [chunk('a'), 'data: \n\n', chunk('b'), USAGE, DONE],
   'a first event that is not JSON': ['data: hello\n\n', chunk('a'), chunk('b'), USAGE, DONE],
+  // The id and model come from the first event that is a JSON object, on both paths.
+  'first events that are not objects, then ids that differ': [
+    'data: hello\n\n',
+    'data: [1]\n\n',
+    chunk('a').replace('"c1"', '"c9"').replace('"model":"m"', '"model":"m9"'),
+    chunk('b'),
+    USAGE,
+    DONE,
+  ],
+  'ids that differ by event': [
+    chunk('a').replace('"c1"', '"c0"').replace('"model":"m"', '"model":"m0"'),
+    chunk('b'),
+    USAGE,
+    DONE,
+  ],
   'a usage object beside a nested null one': [
     chunk('a'),
     'data: {"id":"c1","choices":[],"x":{"usage":null},"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n',
@@ -319,10 +334,30 @@ describe('chat stream relay: chunks passed on as they came', () => {
       new ChatStreamRelay(true),
       true,
     );
-    // The first event is parsed (id, model); the usage chunk and [DONE] are read.
-    expect(seen.unchanged).toBe(events.length - 3);
+    // The usage chunk and [DONE] are read; the first goes out as it came (read afterwards).
+    expect(seen.unchanged).toBe(events.length - 2);
     expect(seen.out.toString()).toBe(events.join(''));
     expect(seen.usage).toMatchObject({ inputTokens: 7, cacheHitTokens: 2, outputTokens: 4 });
+  });
+
+  it('passes the first chunk on as it came and reads its id and model once asked', () => {
+    const relay = new ChatStreamRelay(false);
+    const first = Buffer.from(
+      chunk('').replace('"c1"', '"chatcmpl-9"').replace('"model":"m"', '"model":"up-9"'),
+    );
+    expect(relay.push(first)).toBe(first);
+    expect(relay.firstContentAt).not.toBeNull();
+    expect(relay.upstreamId).toBe('chatcmpl-9');
+    expect(relay.upstreamModel).toBe('up-9');
+  });
+
+  it('reads a held first chunk before the next, so a later id does not replace it', () => {
+    const relay = new ChatStreamRelay(true);
+    const first = Buffer.from(chunk('a').replace('"c1"', '"first"'));
+    const second = Buffer.from(chunk('b').replace('"c1"', '"second"'));
+    expect(relay.push(first)).toBe(first);
+    expect(relay.push(second)).toBe(second);
+    expect(relay.upstreamId).toBe('first');
   });
 });
 

@@ -5,10 +5,13 @@ import { isObject, parseJson, stringAt } from '../json-read.ts';
 import { formatSse } from '../sse-parser.ts';
 import { plainChatEvents } from '../sse-verbatim.ts';
 import { SseStreamRelay } from '../stream-relay.ts';
-import type { SseEvent } from '../types.ts';
+import type { JsonObject, SseEvent } from '../types.ts';
 import { usageFromOpenAiChat } from '../usage.ts';
 
 const DONE = 'data: [DONE]\n\n';
+const LF = 10;
+/** `data: `, before each event's line in a chunk plainChatEvents passes. */
+const DATA_PREFIX = 6;
 /** Each `"usage"` key, with `: null` after it captured when it is there. */
 const USAGE_KEY = /"usage"(\s*:\s*null)?/g;
 
@@ -27,22 +30,32 @@ function mayCarryUsage(data: string): boolean {
 
 /**
  * Each event's data is forwarded byte for byte (only the framing is rewritten as
- * `data: …\n\n`). A chunk is JSON-parsed only when it is the first (for id and model), when it
- * may carry a usage object (a `"usage"` that is not `"usage":null`), or an error: with
- * include_usage every OpenAI chunk carries `"usage":null`, so a 1,000-chunk stream parses 2.
+ * `data: …\n\n`). A chunk is JSON-parsed only when it names the upstream's id and model (the
+ * first), when it may carry a usage object (a `"usage"` that is not `"usage":null`), or an error:
+ * with include_usage every OpenAI chunk carries `"usage":null`, so a 1,000-chunk stream parses 2.
+ * A first chunk of plain events goes out as it came and is read after it has been written (when
+ * the next chunk comes, or the id or model is asked for): parsed before, it delayed every stream's
+ * first token (decision 0070).
  */
 export class ChatStreamRelay extends SseStreamRelay {
   private readonly clientWantsUsage: boolean;
   private doneSent: boolean;
+  /** The id and model are read, or held in `held` to be read. */
+  private identified: boolean;
+  /** The first chunk, passed on unchanged, whose events are still to be read for id and model. */
+  private held: Buffer | null;
 
   constructor(clientWantsUsage: boolean) {
     super();
     this.clientWantsUsage = clientWantsUsage;
     this.doneSent = false;
+    this.identified = false;
+    this.held = null;
   }
 
   protected onEvent(event: SseEvent): void {
     if (this.doneSent) return;
+    this.readHeld();
     let data = event.data;
     if (data === '[DONE]') {
       this.completed = true;
@@ -50,13 +63,10 @@ export class ChatStreamRelay extends SseStreamRelay {
       this.emit(DONE);
       return;
     }
-    if (this.upstreamId === null || mayCarryUsage(data) || data.includes('"error"')) {
+    if (!this.identified || mayCarryUsage(data) || data.includes('"error"')) {
       const chunk = parseJson(data);
       if (isObject(chunk)) {
-        if (this.upstreamId === null) {
-          this.upstreamId = stringAt(chunk, 'id') ?? '';
-          this.upstreamModel = stringAt(chunk, 'model');
-        }
+        if (!this.identified) this.identifyFrom(chunk);
         if (isObject(chunk.error)) {
           this.errorMessage = stringAt(chunk.error, 'message') ?? 'upstream stream error';
         }
@@ -78,13 +88,50 @@ export class ChatStreamRelay extends SseStreamRelay {
   }
 
   /**
-   * After the first event (id and model read) and before [DONE], a chunk of plain events with no
-   * usage and no error goes out as it came: that is every chunk of a chat stream but the first
-   * and the last two (usage, [DONE]).
+   * Before [DONE], a chunk of plain events with no usage and no error goes out as it came: that
+   * is every chunk of a chat stream but the last two (usage, [DONE]). The first such chunk is held
+   * to be read for the id and model once it is on its way.
    */
   protected override unchangedEvents(chunk: Buffer): number {
-    if (this.upstreamId === null || this.doneSent) return -1;
-    return plainChatEvents(chunk);
+    if (this.doneSent) return -1;
+    this.readHeld();
+    const events = plainChatEvents(chunk);
+    if (events > 0 && !this.identified) {
+      this.identified = true;
+      this.held = chunk;
+    }
+    return events;
+  }
+
+  protected override identify(): void {
+    this.readHeld();
+  }
+
+  /**
+   * Reads the held first chunk: its first event that is a JSON object names the id and model, as
+   * when it was read event by event. When none is, the events after it are read until one is.
+   */
+  private readHeld(): void {
+    const held = this.held;
+    if (held === null) return;
+    this.held = null;
+    // plainChatEvents let it through: whole `data: <line>\n\n` events, valid UTF-8.
+    for (let at = 0; at < held.length;) {
+      const lineEnd = held.indexOf(LF, at);
+      const chunk = parseJson(held.toString('utf8', at + DATA_PREFIX, lineEnd));
+      if (isObject(chunk)) {
+        this.identifyFrom(chunk);
+        return;
+      }
+      at = lineEnd + 2;
+    }
+    this.identified = false;
+  }
+
+  private identifyFrom(chunk: JsonObject): void {
+    this.identified = true;
+    this.upstreamId = stringAt(chunk, 'id') ?? '';
+    this.upstreamModel = stringAt(chunk, 'model');
   }
 
   protected finish(): void {
