@@ -17,6 +17,11 @@
 // `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
 // limiter (base keeps --pg's choice), to judge a backend pair against another with the same code
 // in one run: `npm run bench:ab -- . --pg --this-on=pglite+redis` (session 46).
+// `--preload=N` sends both gateways N non-streamed requests (32 at a time) before the stream
+// sections, as `npm run bench` does with its throughput and latency sections first (~200,000):
+// the state a full run measures streams in (a grown heap, usage rows, lease and limiter state).
+// `--this-preload=N` sends them to this checkout's gateway only: with `.` as the other checkout,
+// it measures what that state alone does to the stream figures (session 61).
 // `--processes=N` does all of it N times, every side started afresh each time, and ends with
 // this − base of each run, their mean and a 95% interval over the runs: one run's interval is
 // drawn from its rounds, which share their processes, and two runs with the same code on both
@@ -32,6 +37,7 @@ import { startChild, type BenchChild } from './child.ts';
 import { GATEWAY_ENV, GATEWAY_NODE_FLAGS, PG_URL, REDIS_URL } from './gateway-env.ts';
 import {
   chatBody,
+  closedLoop,
   interleavedPacedStreamLoop,
   interleavedStreamLoop,
   type StreamLoopResult,
@@ -62,7 +68,7 @@ const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
   console.error(
     'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]' +
-      ' [--this-on=<pg|pglite>+<redis|memory>] [--processes=N]',
+      ' [--this-on=<pg|pglite>+<redis|memory>] [--preload=N | --this-preload=N] [--processes=N]',
   );
   process.exit(2);
 }
@@ -84,6 +90,19 @@ if (!Number.isInteger(processes) || processes < 1) {
   console.error(`--processes takes a whole number of runs, 1 or more, not "${processesArg}"`);
   process.exit(2);
 }
+/** A whole number of requests given as `<prefix>N`, or 0 when the argument is not there. */
+function countArg(prefix: string): number {
+  const text = argv.find((a) => a.startsWith(prefix))?.slice(prefix.length);
+  if (text === undefined) return 0;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`${prefix.slice(0, -1)} takes a whole number of requests, not "${text}"`);
+    process.exit(2);
+  }
+  return n;
+}
+const preloadBoth = countArg('--preload=');
+const preloadThis = countArg('--this-preload=');
 const THIS_FLAGS_ARG = '--this-flags=';
 const thisFlags = (argv.find((a) => a.startsWith(THIS_FLAGS_ARG)) ?? THIS_FLAGS_ARG)
   .slice(THIS_FLAGS_ARG.length)
@@ -354,6 +373,21 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       }
       return now;
     };
+    const preloads = [
+      { side: base, n: preloadBoth },
+      { side: mine, n: preloadBoth + preloadThis },
+    ].filter((p) => p.n > 0);
+    for (const { side, n } of preloads) {
+      const r = await closedLoop(target(side), {
+        concurrency: 32,
+        durationMs: Infinity,
+        maxRequests: n,
+        body: chatBody('bench-chat', false),
+      });
+      console.log(
+        `preload: ${side.name} ${r.requests} non-streamed requests at ${r.rps} req/s, ${r.errors} errors`,
+      );
+    }
     await backToBack(P.warmup);
     let before = cpuNow();
     let from = epochMs();
