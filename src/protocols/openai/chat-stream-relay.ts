@@ -55,7 +55,7 @@ export class ChatStreamRelay extends SseStreamRelay {
 
   protected onEvent(event: SseEvent): void {
     if (this.doneSent) return;
-    this.readHeld();
+    this.identify();
     let data = event.data;
     if (data === '[DONE]') {
       this.completed = true;
@@ -94,7 +94,7 @@ export class ChatStreamRelay extends SseStreamRelay {
    */
   protected override unchangedEvents(chunk: Buffer): number {
     if (this.doneSent) return -1;
-    this.readHeld();
+    this.identify();
     const events = plainChatEvents(chunk);
     if (events > 0 && !this.identified) {
       this.identified = true;
@@ -103,15 +103,11 @@ export class ChatStreamRelay extends SseStreamRelay {
     return events;
   }
 
-  protected override identify(): void {
-    this.readHeld();
-  }
-
   /**
    * Reads the held first chunk: its first event that is a JSON object names the id and model, as
    * when it was read event by event. When none is, the events after it are read until one is.
    */
-  private readHeld(): void {
+  protected override identify(): void {
     const held = this.held;
     if (held === null) return;
     this.held = null;
