@@ -40,12 +40,15 @@ import {
   closedLoop,
   interleavedPacedStreamLoop,
   interleavedStreamLoop,
+  clearWriteDelays,
+  stampSendTimes,
+  takeWriteDelays,
   type StreamLoopResult,
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
-import { intervalText, signed } from './report.ts';
+import { intervalText, median, signed } from './report.ts';
 import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
   readStageRows,
@@ -119,6 +122,9 @@ function nodeFlagsOf(pid: number): string {
   }
 }
 const stagesDir = argv.includes('--stages') ? mkdtempSync(join(tmpdir(), 'sy-stages-')) : null;
+// Each request carries its send time, so the probe can tell the wait before a server's 'request'
+// event (its loop busy, the socket's bytes unread) from the server's own path.
+stampSendTimes(stagesDir !== null);
 /** Streams each side holds open back to back: a turn starts with this many at once. */
 const WAVE = 8;
 
@@ -256,6 +262,12 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
   console.log('  stages (medians, µs; alone: no other request open at its arrival)');
   for (const side of sides)
     console.log(stageLine(side, summariseStages(rows.get(side)!, fromMs, toMs)));
+  // The first part of "client's send to arrival": the load generator's own wait before it wrote.
+  const waits = sides.map((side) => {
+    const list = takeWriteDelays(sideOrigins[side] ?? '');
+    return `${side} ${list.length === 0 ? '–' : Math.round(median(list))}`;
+  });
+  console.log(`  load generator, send to its write of the head (medians, µs): ${waits.join(', ')}`);
   if (wave > 0) {
     // A side idles for the other sides' turns, so half a turn without an arrival starts a turn.
     console.log(`  stages of each turn's first ${wave} streams (medians, µs)`);
@@ -273,6 +285,9 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
+
+/** Each probed side's origin, as undici names it in its diagnostics (load.ts's write delays). */
+const sideOrigins: Partial<Record<Side, string>> = {};
 
 const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child.ts')).href)) as {
   startChild: typeof startChild;
@@ -324,6 +339,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       ),
     ]);
     children.push(proxy, base, mine);
+    for (const [side, c] of [
+      ['proxy', proxy],
+      ['base', base],
+      ['this', mine],
+    ] as const)
+      sideOrigins[side] = new URL(c.url).origin;
     if (thisFlags.length > 0)
       console.log(`node flags: base ${nodeFlagsOf(base.pid)}; this ${nodeFlagsOf(mine.pid)}`);
     if (thisOnArg !== null) {
@@ -389,6 +410,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       );
     }
     await backToBack(P.warmup);
+    clearWriteDelays();
     let before = cpuNow();
     let from = epochMs();
     const b2b = await backToBack(P.turns);
@@ -398,6 +420,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       cpuPerStream(pids, before, b2b),
     );
     await showStages(from, epochMs(), WAVE);
+    clearWriteDelays();
     before = cpuNow();
     from = epochMs();
     const paced = await interleavedPacedStreamLoop(sides, {

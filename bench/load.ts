@@ -1,6 +1,7 @@
 // The load generator (runs in the parent): closed loop at fixed concurrency, open loop at a fixed
 // rate with latency measured from each request's scheduled send time (no coordinated omission),
 // streams timed to their first `data:` byte and to their end, and long-held slow streams.
+import { subscribe } from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { cpuTicks, StealCount } from './host-steal.ts';
@@ -73,7 +74,59 @@ export function percentiles(samples: number[]): Percentiles {
 }
 
 function headers(target: Target): Record<string, string> {
-  return { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' };
+  const h: Record<string, string> = {
+    authorization: `Bearer ${target.key}`,
+    'content-type': 'application/json',
+  };
+  if (stampSends) h[SENT_HEADER] = (performance.timeOrigin + performance.now()).toFixed(3);
+  return h;
+}
+
+/** The epoch ms (µs precision) at which the load generator sent a request, when stamped. */
+export const SENT_HEADER = 'x-bench-sent';
+let stampSends = false;
+
+/**
+ * Every request from now on carries the time it was sent (SENT_HEADER), for bench/stage-probe.ts
+ * to tell the wait before a server's 'request' event from the server's own path (`bench:ab
+ * --stages`). Off in `npm run bench`: its requests stay as they were.
+ */
+export function stampSendTimes(on: boolean): void {
+  stampSends = on;
+  if (on && !watchingWrites) {
+    watchingWrites = true;
+    subscribe('undici:client:sendHeaders', onSendHeaders);
+  }
+}
+
+let watchingWrites = false;
+/** By origin: µs from a stamped request's send to undici writing its head to the socket. */
+const writeDelays = new Map<string, number[]>();
+const SENT_IN_HEAD = new RegExp(`\r\n${SENT_HEADER}: ([0-9.]+)\r\n`, 'i');
+
+function onSendHeaders(message: unknown): void {
+  const { request, headers } = message as { request: { origin?: unknown }; headers: string };
+  const m = SENT_IN_HEAD.exec(headers);
+  if (m === null) return;
+  const origin = String(request.origin);
+  let list = writeDelays.get(origin);
+  if (list === undefined) writeDelays.set(origin, (list = []));
+  list.push((performance.timeOrigin + performance.now() - Number(m[1])) * 1000);
+}
+
+/** Forgets the write delays so far (a section's measuring starts). */
+export function clearWriteDelays(): void {
+  writeDelays.clear();
+}
+
+/**
+ * The µs each stamped request to `origin` waited in the load generator, from its send to undici
+ * writing its head (a free connection, the client's own loop), since the last call; emptied.
+ */
+export function takeWriteDelays(origin: string): number[] {
+  const list = writeDelays.get(origin) ?? [];
+  writeDelays.delete(origin);
+  return list;
 }
 
 function countData(chunk: Buffer): number {

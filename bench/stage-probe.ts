@@ -2,7 +2,10 @@
 // stamps each request served at four points, the same for any server in front of undici, with no
 // change to src/: its arrival ('request' event), its upstream request made (undici's
 // `undici:request:create` diagnostics channel, in the arrival's async context), the upstream's
-// response head (`undici:request:headers`) and the first byte written to the client. On Linux it
+// response head (`undici:request:headers`) and the first byte written to the client; and two more
+// around them: the load generator's send (the time it stamps on the request, load.ts's
+// SENT_HEADER, against the same host's clock) and the first write's bytes handed to the socket's
+// handle (node corks a response's write to the end of the tick). On Linux it
 // also reads how long the main thread waited for a core (run-queue delay, from schedstat) between
 // the arrival and the upstream request: a path that long can be preempted by the other processes
 // and threads on a 2-core host. Between the upstream request and its head it reads how long the
@@ -16,9 +19,13 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { subscribe } from 'node:diagnostics_channel';
 import { appendFileSync, openSync, readSync } from 'node:fs';
-import { Server, ServerResponse } from 'node:http';
+import { Server, ServerResponse, type IncomingMessage } from 'node:http';
+import { Socket } from 'node:net';
 import { isMainThread } from 'node:worker_threads';
 import { PATH_STEP_CHANNEL } from '../src/telemetry/path-steps.ts';
+
+/** load.ts's SENT_HEADER, not imported: this runs inside the probed servers. */
+const SENT_HEADER = 'x-bench-sent';
 
 interface Stamp {
   t0: number;
@@ -27,6 +34,10 @@ interface Stamp {
   made: number;
   head: number;
   first: number;
+  /** When the first write's bytes went to the socket's handle (node corks a write to the tick's end). */
+  sent: number;
+  /** µs from the load generator's send (its SENT_HEADER) to the 'request' event; -1: unstamped. */
+  fromClientUs: number;
   waitUs: number;
   /** Requests arrived and not yet at their first client write when this one arrived. */
   ahead: number;
@@ -71,6 +82,8 @@ function install(out: string): void {
       made: 0,
       head: 0,
       first: 0,
+      sent: 0,
+      fromClientUs: -1,
       waitUs: -1,
       ahead: open,
       idle0: 0,
@@ -78,6 +91,8 @@ function install(out: string): void {
       steps: '',
     };
     open++;
+    const sentAt = Number((args[0] as IncomingMessage).headers[SENT_HEADER]);
+    if (sentAt > 0) s.fromClientUs = (performance.timeOrigin + s.t0 - sentAt) * 1000;
     const res = args[1] as ServerResponse;
     stamps.set(res, s);
     // A response closed before it wrote anything (its client went away) is open no longer.
@@ -89,16 +104,43 @@ function install(out: string): void {
     return als.run(s, () => emit.call(this, event, ...args));
   } as typeof Server.prototype.emit;
 
+  const at = (s: Stamp, t: number): string => (t === 0 ? '-1' : ((t - s.t0) * 1000).toFixed(1));
+  const row = (s: Stamp): void => {
+    rows.push(
+      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s, s.made)}\t${at(s, s.head)}\t${at(s, s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}\t${s.headBusyUs.toFixed(1)}\t${s.steps}\t${at(s, s.sent)}\t${s.fromClientUs.toFixed(1)}`,
+    );
+  };
+  // A response's row is written once its first write has left for the kernel (or its socket
+  // closed before that): node corks a response's write to the end of the tick, so the bytes leave
+  // after whatever else the tick and its microtasks run.
+  const unsent = new WeakMap<object, Stamp>();
   const first = (res: ServerResponse): void => {
     const s = stamps.get(res);
     if (s === undefined || s.first !== 0) return;
     s.first = performance.now();
     open--;
-    const at = (t: number): string => (t === 0 ? '-1' : ((t - s.t0) * 1000).toFixed(1));
-    rows.push(
-      `${(performance.timeOrigin + s.t0).toFixed(3)}\t${at(s.made)}\t${at(s.head)}\t${at(s.first)}\t${s.waitUs.toFixed(1)}\t${s.ahead}\t${s.headBusyUs.toFixed(1)}\t${s.steps}`,
-    );
+    unsent.set(res, s);
+    res.once('close', () => {
+      if (unsent.delete(res)) row(s);
+    });
   };
+  const sockets = Socket.prototype as unknown as {
+    _writeGeneric: (this: Socket & { _httpMessage?: object }, ...a: unknown[]) => unknown;
+  };
+  const writeGeneric = sockets._writeGeneric;
+  sockets._writeGeneric = function (this: Socket & { _httpMessage?: object }, ...args: unknown[]) {
+    const res = this._httpMessage;
+    if (res !== undefined) {
+      const s = unsent.get(res);
+      if (s !== undefined) {
+        unsent.delete(res);
+        s.sent = performance.now();
+        row(s);
+      }
+    }
+    return writeGeneric.apply(this, args);
+  };
+
   const write = ServerResponse.prototype.write;
   ServerResponse.prototype.write = function (this: ServerResponse, ...args: unknown[]) {
     first(this);

@@ -11,6 +11,16 @@ export interface StageRow {
   made: number | null;
   head: number | null;
   first: number;
+  /**
+   * µs after arrival at which the first write's bytes went to the socket's handle (node corks a
+   * response's writes to the end of the tick); null where the probe did not read it.
+   */
+  sent: number | null;
+  /**
+   * µs from the load generator's send of the request to its 'request' event on the server (the
+   * two clocks are the same host's); null where the request was not stamped.
+   */
+  fromClient: number | null;
   /** Run-queue wait of the main thread between arrival and the upstream request, µs; null: unknown. */
   waitUs: number | null;
   ahead: number;
@@ -35,6 +45,10 @@ export interface StageSummary {
   upstreamToHeadBusy: number;
   headToFirst: number;
   toFirst: number;
+  /** Median µs from the first write's call to its bytes going to the socket's handle; NaN: none. */
+  firstToSent: number;
+  /** Median µs from the client's send to the server's 'request' event; NaN: unstamped. */
+  fromClient: number;
   /** Requests that found no other request between arrival and first write, and their medians. */
   alone: number;
   aloneToUpstream: number;
@@ -64,6 +78,8 @@ export function readStageRows(file: string): StageRow[] {
       ahead: Number(f[5]),
       headBusyUs: f[6] === undefined ? null : optional(f[6]),
       steps: stepsOf(f[7] ?? ''),
+      sent: f[8] === undefined ? null : optional(f[8]),
+      fromClient: f[9] === undefined ? null : optional(f[9]),
     });
   }
   return rows;
@@ -113,6 +129,8 @@ export function summariseStages(rows: StageRow[], fromMs: number, toMs: number):
     requests: inside.length,
     ...pathMedians(inside),
     headToFirst: medianOf(inside.map((r) => r.first - r.head!)),
+    fromClient: medianOf(inside.flatMap((r) => (r.fromClient === null ? [] : [r.fromClient]))),
+    firstToSent: medianOf(inside.flatMap((r) => (r.sent === null ? [] : [r.sent - r.first]))),
     alone: alone.length,
     aloneToUpstream: medianOf(alone.map(made)),
     aloneToFirst: medianOf(alone.map((r) => r.first)),
@@ -134,9 +152,11 @@ export function stageLine(side: string, s: StageSummary): string {
       : `; path preempted ${(s.preempted * 100).toFixed(0)}%` +
         (s.preemptedMeanUs === null ? '' : ` (mean ${Math.round(s.preemptedMeanUs)} µs)`);
   return (
-    `  ${side.padEnd(7)} to upstream ${us(s.toUpstream)}, upstream to head ${us(s.upstreamToHead)} ` +
+    `  ${side.padEnd(7)} client's send to arrival ${us(s.fromClient)}, ` +
+    `to upstream ${us(s.toUpstream)}, upstream to head ${us(s.upstreamToHead)} ` +
     `(loop busy ${us(s.upstreamToHeadBusy)}), ` +
-    `head to first write ${us(s.headToFirst)}, arrival to first write ${us(s.toFirst)} ` +
+    `head to first write ${us(s.headToFirst)}, arrival to first write ${us(s.toFirst)}, ` +
+    `its bytes to the kernel ${us(s.firstToSent)} ` +
     `(${s.requests} requests; ${s.alone} alone: to upstream ${us(s.aloneToUpstream)}, ` +
     `to first write ${us(s.aloneToFirst)})${preempted}`
   );

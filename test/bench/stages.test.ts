@@ -24,10 +24,11 @@ describe('bench stages', () => {
     writeFileSync(
       file,
       [
-        // at, made, head, first, run-queue wait, ahead, loop busy between made and head
+        // at, made, head, first, run-queue wait, ahead, loop busy between made and head, steps,
+        // the first write's bytes to the socket's handle, the client's send to arrival
         '999.000\t10.0\t100.0\t110.0\t0.0\t0\t50.0', // before the window
-        '1000.000\t20.0\t1020.0\t1050.0\t0.0\t0\t200.0',
-        '1001.000\t40.0\t1240.0\t1260.0\t300.0\t1\t900.0',
+        '1000.000\t20.0\t1020.0\t1050.0\t0.0\t0\t200.0\t\t1060.0\t150.0',
+        '1001.000\t40.0\t1240.0\t1260.0\t300.0\t1\t900.0\t\t1290.0\t250.0',
         '1002.000\t60.0\t1060.0\t1100.0\t0.0\t0', // a probe without the loop's reading
         '1003.000\t-1\t-1\t30.0\t-1\t0\t-1', // refused before any upstream call
         '2000.000\t10.0\t100.0\t110.0\t0.0\t0', // after it
@@ -45,8 +46,12 @@ describe('bench stages', () => {
       ahead: 0,
       headBusyUs: null,
       steps: [],
+      sent: null,
+      fromClient: null,
     });
     expect(rows[1]!.headBusyUs).toBe(200);
+    expect(rows[1]!.sent).toBe(1060);
+    expect(rows[2]!.fromClient).toBe(250);
     expect(rows[3]!.headBusyUs).toBeNull();
     const s = summariseStages(rows, 1000, 2000);
     expect(s).toEqual({
@@ -56,6 +61,8 @@ describe('bench stages', () => {
       upstreamToHeadBusy: 550,
       headToFirst: 30,
       toFirst: 1100,
+      fromClient: 200,
+      firstToSent: 20,
       alone: 2,
       aloneToUpstream: 40,
       aloneToFirst: 1075,
@@ -63,8 +70,9 @@ describe('bench stages', () => {
       preemptedMeanUs: 300,
     });
     expect(stageLine('this', s)).toBe(
-      '  this    to upstream 40, upstream to head 1000 (loop busy 550), head to first write 30, ' +
-        'arrival to first write 1100 (3 requests; 2 alone: to upstream 40, to first write 1075); ' +
+      "  this    client's send to arrival 200, to upstream 40, upstream to head 1000 (loop busy 550), " +
+        'head to first write 30, arrival to first write 1100, its bytes to the kernel 20 ' +
+        '(3 requests; 2 alone: to upstream 40, to first write 1075); ' +
         'path preempted 33% (mean 300 µs)',
     );
   });
