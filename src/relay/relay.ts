@@ -12,6 +12,7 @@ import {
 import type { Nano } from '../billing/money.ts';
 import type { EndpointDef } from '../http/endpoints.ts';
 import type { ModelCall } from '../http/model-front.ts';
+import { sendWritten } from '../http/chunk-frame.ts';
 import { errorBody, GatewayError, type ErrorStyle } from '../http/errors.ts';
 import { redactSecrets, scrubSecrets } from '../telemetry/logging.ts';
 import { pathStep } from '../telemetry/path-steps.ts';
@@ -949,6 +950,7 @@ export async function relayModelRoute(
     // The first chunk goes before the bookkeeping of its arrival: in a burst of new streams each
     // one's first byte waits for the work of those ahead of it.
     res.write(dispatched.first);
+    sendWritten(res);
     // The channel's total time bounds the whole stream: one timer per request, none per chunk,
     // armed once the first chunk is written (a timer armed cold costs a paced stream's first
     // byte ~30 µs, decision 0070). Until then the first-byte timeout bounds the call.

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type AddressInfo } from 'node:net';
 import { Pool } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { chunkSocket, writeChunk } from '../../src/http/chunk-frame.ts';
+import { chunkSocket, sendWritten, writeChunk } from '../../src/http/chunk-frame.ts';
 import { ChatStreamRelay } from '../../src/protocols/openai/chat-stream-relay.ts';
 import { UpstreamPump } from '../../src/relay/stream-pump.ts';
 import { RequestAbort } from '../../src/relay/request-abort.ts';
@@ -85,6 +85,28 @@ describe('chunkSocket and writeChunk', () => {
     expect(head).toMatch(/transfer-encoding: chunked/i);
     expect(seen).toEqual([false, true]);
     expect(body).toBe(`data: first\n\ndata: "ünïcödé"\n\n${'x'.repeat(300)}data: [DONE]\n\n`);
+    expect(chunks).toBe(4);
+  });
+
+  it('sendWritten hands the head and first chunk to the kernel now, not at the next tick', async () => {
+    const state: { corked: number; queued: number }[] = [];
+    const port = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+      const socket = res.socket!;
+      state.push({ corked: socket.writableCorked, queued: socket.writableLength });
+      sendWritten(res);
+      state.push({ corked: socket.writableCorked, queued: socket.writableLength });
+      sendWritten(res); // nothing left: a no-op
+      // The chunks after it, and node's own uncork on the next tick, still frame and order right.
+      writeChunk(chunkSocket(res)!, Buffer.from('data: second\n\n'));
+      res.write('data: third\n\n');
+      process.nextTick(() => res.end('data: [DONE]\n\n'));
+    });
+    const { body, chunks } = dechunk(await exchange(port, GET()));
+    expect(state[0]!.corked).toBe(1); // node holds the write until the next tick
+    expect(state[1]).toEqual({ corked: 0, queued: 0 });
+    expect(body).toBe('data: first\n\ndata: second\n\ndata: third\n\ndata: [DONE]\n\n');
     expect(chunks).toBe(4);
   });
 
