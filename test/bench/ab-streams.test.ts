@@ -89,12 +89,16 @@ describe('npm run bench:ab', () => {
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
       for (const line of stages) {
         expect(line).toMatch(
-          /^\s+\w+\s+to upstream \d+, upstream to head \d+ \(loop busy \d+\), head to first write \d+, arrival to first write \d+ \((\d+) requests; \d+ alone/,
+          /^\s+\w+\s+client's send to arrival -?\d+, to upstream \d+, upstream to head \d+ \(loop busy \d+\), head to first write \d+, arrival to first write \d+, its bytes to the kernel \d+ \((\d+) requests; \d+ alone/,
         );
         expect(Number(/\((\d+) requests/.exec(line)?.[1])).toBeGreaterThan(0);
       }
+      // The load generator's own wait before it wrote each request, by side.
+      expect(lines[at + 4]).toMatch(
+        /^ {2}load generator, send to its write of the head \(medians, µs\): proxy \d+, base \d+, this \d+$/,
+      );
       // Back to back, the same stages over each turn's first wave.
-      const waves = lines.slice(at + 4, at + 8);
+      const waves = lines.slice(at + 5, at + 9);
       if (section.startsWith('8 streams')) {
         expect(waves[0]).toBe("  stages of each turn's first 8 streams (medians, µs)");
         expect(waves.slice(1).map((l) => l.trim().split(/\s+/)[0])).toEqual([
@@ -109,7 +113,7 @@ describe('npm run bench:ab', () => {
       } else expect(waves.join('\n')).not.toContain('first 8 streams');
       // Each gateway's path to its upstream request split into the steps it publishes.
       const stepsAt = lines.findIndex((l) => l.startsWith("  steps of each gateway's path"));
-      expect(stepsAt).toBe(at + (backToBack ? 8 : 4));
+      expect(stepsAt).toBe(at + (backToBack ? 9 : 5));
       const steps = lines.slice(stepsAt + 1, stepsAt + 3);
       expect(steps.map((l) => l.trim().split(/\s+/)[0])).toEqual(['base', 'this']);
       for (const line of steps)
