@@ -1,7 +1,7 @@
 // The load generator (runs in the parent): closed loop at fixed concurrency, open loop at a fixed
 // rate with latency measured from each request's scheduled send time (no coordinated omission),
 // streams timed to their first `data:` byte and to their end, and long-held slow streams.
-import { subscribe } from 'node:diagnostics_channel';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { cpuTicks, StealCount } from './host-steal.ts';
@@ -92,14 +92,13 @@ let stampSends = false;
  * --stages`). Off in `npm run bench`: its requests stay as they were.
  */
 export function stampSendTimes(on: boolean): void {
+  if (on === stampSends) return;
   stampSends = on;
-  if (on && !watchingWrites) {
-    watchingWrites = true;
-    subscribe('undici:client:sendHeaders', onSendHeaders);
-  }
+  if (on) subscribe(SEND_HEADERS, onSendHeaders);
+  else unsubscribe(SEND_HEADERS, onSendHeaders);
 }
 
-let watchingWrites = false;
+const SEND_HEADERS = 'undici:client:sendHeaders';
 /** By origin: µs from a stamped request's send to undici writing its head to the socket. */
 const writeDelays = new Map<string, number[]>();
 const SENT_IN_HEAD = new RegExp(`\r\n${SENT_HEADER}: ([0-9.]+)\r\n`, 'i');

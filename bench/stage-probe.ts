@@ -95,8 +95,10 @@ function install(out: string): void {
     if (sentAt > 0) s.fromClientUs = (performance.timeOrigin + s.t0 - sentAt) * 1000;
     const res = args[1] as ServerResponse;
     stamps.set(res, s);
-    // A response closed before it wrote anything (its client went away) is open no longer.
     res.once('close', () => {
+      // A first write whose bytes never left (the socket went first) still gets its row.
+      if (unsent.delete(res)) row(s);
+      // A response closed before it wrote anything (its client went away) is open no longer.
       if (s.first !== 0) return;
       s.first = -1;
       open--;
@@ -120,9 +122,6 @@ function install(out: string): void {
     s.first = performance.now();
     open--;
     unsent.set(res, s);
-    res.once('close', () => {
-      if (unsent.delete(res)) row(s);
-    });
   };
   const sockets = Socket.prototype as unknown as {
     _writeGeneric: (this: Socket & { _httpMessage?: object }, ...a: unknown[]) => unknown;
