@@ -12,6 +12,7 @@
 // same over each turn's first wave (the burst after a side's idle spell), then each gateway's
 // path to the upstream request split into the steps it publishes (src/telemetry/path-steps.ts);
 // the probe's few µs a request are in that run's TTFTs.
+// Each section also prints the host's Postgres and Redis CPU a stream over each side's turns.
 // `--this-flags="<node flags>"` starts only this checkout's gateway with those flags on top of
 // npm start's, to judge a flag against the same code without it in one run.
 // `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
@@ -47,7 +48,14 @@ import {
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
-import { processCpu, threadCpu, type ProcessCpu, type ThreadCpu } from './proc-cpu.ts';
+import {
+  processCpu,
+  serviceCpu,
+  threadCpu,
+  type ProcessCpu,
+  type ServiceCpu,
+  type ThreadCpu,
+} from './proc-cpu.ts';
 import { intervalText, median, signed } from './report.ts';
 import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
@@ -191,6 +199,46 @@ function cpuPerStream(
       `(V8 helpers ${per(thread('V8Worker'))}, workers ${per(thread('WorkerThread'))})`
     );
   });
+}
+
+/**
+ * The host's Postgres and Redis CPU over each side's turns (session 63): CPU taken from the same
+ * 2 cores as a gateway's own, which its process's figures leave out. A side's share runs from
+ * its turn's start to the next turn's: the gap after a turn holds the tail of its write-behind.
+ * Sides on neither read the servers' background (Redis's timers, the Postgres gateways' polls),
+ * the floor to read a gateway on them against. Ticks are 10 ms: ±50 µs a stream over a section.
+ */
+class ServiceTurns {
+  private readonly used = new Map<Side, ServiceCpu>();
+  private side: Side | null = null;
+  private last: ServiceCpu | null = null;
+
+  /** Ends the running side's share, if any, and starts `next`'s (null: none). */
+  turn(next: Side | null): void {
+    const now = serviceCpu();
+    if (now === null) return;
+    if (this.side !== null && this.last !== null) {
+      const sum = this.used.get(this.side) ?? { postgres: 0, 'redis-server': 0 };
+      sum.postgres += now.postgres - this.last.postgres;
+      sum['redis-server'] += now['redis-server'] - this.last['redis-server'];
+      this.used.set(this.side, sum);
+    }
+    this.side = next;
+    this.last = now;
+  }
+
+  /** The section's line: each side's Postgres and Redis µs a stream; '' off Linux. */
+  line(results: Record<Side, StreamLoopResult>): string {
+    this.turn(null);
+    if (this.used.size === 0) return '';
+    const cells = SIDES.map((side) => {
+      const used = this.used.get(side);
+      const n = results[side].streams;
+      if (used === undefined || n === 0) return `${side} –`;
+      return `${side} ${Math.round(used.postgres / n)} + ${Math.round(used['redis-server'] / n)}`;
+    });
+    return `  host's Postgres + Redis CPU over each side's turns (µs a stream): ${cells.join(', ')}`;
+  }
 }
 
 /** Prints a section's table; returns this checkout's TTFT p50 minus the base's (ms). */
@@ -367,10 +415,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
     // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
     // it. The order now also puts each side after each other side equally often (decision 0056).
-    const between = async (): Promise<void> => {
+    let services = new ServiceTurns();
+    const between = async (next: string): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
       if (P.gapMs > 0) await sleep(P.gapMs);
+      services.turn(next as Side);
     };
     const streamed = chatBody('bench-stream', true);
     const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>
@@ -412,6 +462,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     await backToBack(P.warmup);
     clearWriteDelays();
     let before = cpuNow();
+    services = new ServiceTurns();
     let from = epochMs();
     const b2b = await backToBack(P.turns);
     const backToBackDifference = show(
@@ -419,9 +470,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       b2b,
       cpuPerStream(pids, before, b2b),
     );
+    const b2bServices = services.line(b2b);
+    if (b2bServices !== '') console.log(b2bServices);
     await showStages(from, epochMs(), WAVE);
     clearWriteDelays();
     before = cpuNow();
+    services = new ServiceTurns();
     from = epochMs();
     const paced = await interleavedPacedStreamLoop(sides, {
       ratePerSec: 16,
@@ -436,6 +490,8 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       paced,
       cpuPerStream(pids, before, paced),
     );
+    const pacedServices = services.line(paced);
+    if (pacedServices !== '') console.log(pacedServices);
     await showStages(from, epochMs());
     return { backToBack: backToBackDifference, paced: pacedDifference };
   } finally {

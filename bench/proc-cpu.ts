@@ -47,3 +47,38 @@ export function threadCpu(pid: number): ThreadCpu {
   }
   return out;
 }
+
+/** CPU µs used so far by the host's Postgres and by its Redis (processes by their `comm`). */
+export interface ServiceCpu {
+  postgres: number;
+  'redis-server': number;
+}
+
+/**
+ * CPU µs used so far by the host's Postgres and Redis processes, or null when this is not Linux.
+ * Postgres forks a backend per connection: the postmaster's reaped children count too (its
+ * cutime and cstime), so a pool connection closed mid-section is not lost.
+ */
+export function serviceCpu(): ServiceCpu | null {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return null;
+  }
+  const total: ServiceCpu = { postgres: 0, 'redis-server': 0 };
+  for (const pid of entries) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue; // it ended meanwhile
+    }
+    const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    if (command !== 'postgres' && command !== 'redis-server') continue;
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    total[command] += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_US;
+  }
+  return total;
+}

@@ -84,6 +84,14 @@ describe('npm run bench:ab', () => {
           ? /^ {2}host steal over each side's turns \(% of the CPU time\): direct \d+\.\d, proxy \d+\.\d, base \d+\.\d, this \d+\.\d$/
           : /^ {2}host steal over each side's turns \(% of the CPU time\): direct –, proxy –, base –, this –$/,
       );
+      // The host's Postgres and Redis CPU over each side's turns: what a gateway on them adds
+      // to the 2 cores beside its own process.
+      const services = lines[backToBack ? 9 : 7] ?? '';
+      if (process.platform === 'linux')
+        expect(services).toMatch(
+          /^ {2}host's Postgres \+ Redis CPU over each side's turns \(µs a stream\): direct -?\d+ \+ -?\d+, proxy -?\d+ \+ -?\d+, base -?\d+ \+ -?\d+, this -?\d+ \+ -?\d+$/,
+        );
+      else expect(services).toMatch(/^ {2}stages/);
       const at = lines.findIndex((l) => l.startsWith('  stages (medians'));
       const stages = lines.slice(at + 1, at + 4);
       expect(stages.map((l) => l.trim().split(/\s+/)[0])).toEqual(['proxy', 'base', 'this']);
