@@ -18,8 +18,9 @@
 // `--this-on=<pg|pglite>+<redis|memory>` starts only this checkout's gateway on that store and
 // limiter (base keeps --pg's choice), to judge a backend pair against another with the same code
 // in one run: `npm run bench:ab -- . --pg --this-on=pglite+redis` (session 46).
-// `--preload=N` sends both gateways N non-streamed requests (32 at a time) before the stream
-// sections, as `npm run bench` does with its throughput and latency sections first (~200,000):
+// `--preload=N` sends the bare proxy and both gateways N non-streamed requests each (32 at a time)
+// before the stream sections, as `npm run bench` does with its throughput and latency sections
+// first (~200,000; the proxy too since session 63):
 // the state a full run measures streams in (a grown heap, usage rows, lease and limiter state).
 // `--this-preload=N` sends them to this checkout's gateway only: with `.` as the other checkout,
 // it measures what that state alone does to the stream figures (session 61).
@@ -445,6 +446,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       return now;
     };
     const preloads = [
+      { side: proxy, n: preloadBoth },
       { side: base, n: preloadBoth },
       { side: mine, n: preloadBoth + preloadThis },
     ].filter((p) => p.n > 0);

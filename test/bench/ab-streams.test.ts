@@ -35,9 +35,18 @@ describe('npm run bench:ab', () => {
       '--quick',
       '--stages',
       '--this-flags=--no-warnings',
+      '--preload=20',
       ...(redisUp ? ['--this-on=pglite+redis'] : []),
     ]);
     expect(code, output).toBe(0);
+    // --preload: the proxy and both gateways, each sent its own non-streamed requests first.
+    expect(
+      output.match(/^preload: \w+ 20 non-streamed requests at \d+ req\/s, 0 errors$/gm),
+    ).toEqual([
+      expect.stringContaining('preload: proxy '),
+      expect.stringContaining('preload: base '),
+      expect.stringContaining('preload: this '),
+    ]);
     const flags = /^node flags: base (.*); this (.*)$/m.exec(output);
     expect(flags?.[1]).toContain(GATEWAY_NODE_FLAGS.join(' '));
     expect(flags?.[1]).not.toContain('--no-warnings');
