@@ -228,17 +228,19 @@ class ServiceTurns {
     this.last = now;
   }
 
-  /** The section's line: each side's Postgres and Redis µs a stream; '' off Linux. */
-  line(results: Record<Side, StreamLoopResult>): string {
+  /** Prints the section's line: each side's Postgres and Redis µs a stream; nothing off Linux. */
+  print(results: Record<Side, StreamLoopResult>): void {
     this.turn(null);
-    if (this.used.size === 0) return '';
+    if (this.used.size === 0) return;
     const cells = SIDES.map((side) => {
       const used = this.used.get(side);
       const n = results[side].streams;
       if (used === undefined || n === 0) return `${side} –`;
       return `${side} ${Math.round(used.postgres / n)} + ${Math.round(used['redis-server'] / n)}`;
     });
-    return `  host's Postgres + Redis CPU over each side's turns (µs a stream): ${cells.join(', ')}`;
+    console.log(
+      `  host's Postgres + Redis CPU over each side's turns (µs a stream): ${cells.join(', ')}`,
+    );
   }
 }
 
@@ -416,12 +418,13 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     // 400 ms between turns, -0.30 (session 26). The gap (longer than the write-behind's 200 ms bound
     // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
     // it. The order now also puts each side after each other side equally often (decision 0056).
-    let services = new ServiceTurns();
+    // Read over the measured sections' turns only (null through the warm-up).
+    let services: ServiceTurns | null = null;
     const between = async (next: string): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
       if (P.gapMs > 0) await sleep(P.gapMs);
-      services.turn(next as Side);
+      services?.turn(next as Side);
     };
     const streamed = chatBody('bench-stream', true);
     const backToBack = (slices: number): Promise<Record<Side, StreamLoopResult>> =>
@@ -472,8 +475,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       b2b,
       cpuPerStream(pids, before, b2b),
     );
-    const b2bServices = services.line(b2b);
-    if (b2bServices !== '') console.log(b2bServices);
+    services.print(b2b);
     await showStages(from, epochMs(), WAVE);
     clearWriteDelays();
     before = cpuNow();
@@ -492,8 +494,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       paced,
       cpuPerStream(pids, before, paced),
     );
-    const pacedServices = services.line(paced);
-    if (pacedServices !== '') console.log(pacedServices);
+    services.print(paced);
     await showStages(from, epochMs());
     return { backToBack: backToBackDifference, paced: pacedDifference };
   } finally {

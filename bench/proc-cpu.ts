@@ -4,11 +4,21 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 const TICK_US = 10_000;
 
-/** utime + stime of one /proc `stat` line, in µs. */
-function statUs(stat: string): number {
-  // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+/**
+ * utime + stime of one /proc `stat` line, in µs; with `reaped`, also cutime + cstime (its
+ * children waited for).
+ */
+function statUs(stat: string, reaped = false): number {
+  // Fields after the command's closing parenthesis: utime, stime, cutime and cstime are the 12th
+  // to the 15th.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_US;
+  const own = Number(f[11]) + Number(f[12]);
+  return (reaped ? own + Number(f[13]) + Number(f[14]) : own) * TICK_US;
+}
+
+/** The command (`comm`) a /proc `stat` line names: the process's, or the thread's name. */
+function commandOf(stat: string): string {
+  return stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
 }
 
 /** CPU µs a process has used: its main thread, and all its threads (exited ones included). */
@@ -41,8 +51,7 @@ export function threadCpu(pid: number): ThreadCpu {
     } catch {
       continue; // the thread ended meanwhile
     }
-    const name =
-      tid === String(pid) ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const name = tid === String(pid) ? 'main' : commandOf(stat);
     out.set(name, (out.get(name) ?? 0) + statUs(stat));
   }
   return out;
@@ -75,10 +84,8 @@ export function serviceCpu(): ServiceCpu | null {
     } catch {
       continue; // it ended meanwhile
     }
-    const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    if (command !== 'postgres' && command !== 'redis-server') continue;
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    total[command] += (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * TICK_US;
+    const command = commandOf(stat);
+    if (command === 'postgres' || command === 'redis-server') total[command] += statUs(stat, true);
   }
   return total;
 }
