@@ -49,14 +49,7 @@ import {
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
-import {
-  processCpu,
-  serviceCpu,
-  threadCpu,
-  type ProcessCpu,
-  type ServiceCpu,
-  type ThreadCpu,
-} from './proc-cpu.ts';
+import { cpuPerStream, readCpu, serviceCpu, type CpuReading, type ServiceCpu } from './proc-cpu.ts';
 import { intervalText, median, signed } from './report.ts';
 import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
@@ -153,51 +146,29 @@ const P = quick
 type Side = 'direct' | 'proxy' | 'base' | 'this';
 const SIDES: readonly Side[] = ['direct', 'proxy', 'base', 'this'];
 
-/** One side's CPU readings: the process (exited threads included) and its live threads by name. */
-interface CpuReading {
-  process: ProcessCpu;
-  threads: ThreadCpu;
-}
-
-function readCpu(pid: number): CpuReading | null {
-  const whole = processCpu(pid);
-  if (whole === null) return null;
-  try {
-    return { process: whole, threads: threadCpu(pid) };
-  } catch {
-    return null;
-  }
-}
-
 /**
- * Each side's process CPU a stream over a section: the mock upstream and the other sides idle
- * during a side's turns, so a process's CPU over the section is its own turns' plus its idle
- * background through the others' (timers and polls: an idle Postgres+Redis gateway spent ~8 ms a
- * second over its threads; its worker's 2.3 read as ~200 µs a back-to-back stream, session 46).
- * The direct side has no process of its own. Ticks are 10 ms: ~1,000 streams a section make it
- * ~10 µs. Beside the main thread, V8's helper threads (GC's parallel and concurrent work) and
- * worker threads (the store's), which take cores from the upstream and the load generator on a
- * 2-core host.
+ * Each side's process CPU a stream over a section (proc-cpu.ts's cpuPerStream): an idle
+ * Postgres+Redis gateway spent ~8 ms a second over its threads; its worker's 2.3 read as ~200 µs
+ * a back-to-back stream (session 46). The direct side has no process of its own. Ticks are 10
+ * ms: ~1,000 streams a section make it ~10 µs. Beside the main thread, V8's helper threads and
+ * worker threads take cores from the upstream and the load generator on a 2-core host.
  */
-function cpuPerStream(
+function cpuLines(
   pids: Partial<Record<Side, number>>,
   before: Partial<Record<Side, CpuReading | null>>,
   results: Record<Side, StreamLoopResult>,
 ): string[] {
   return SIDES.map((side) => {
     const pid = pids[side];
-    const from = before[side];
-    const to = pid === undefined ? null : readCpu(pid);
-    if (to === null || from === undefined || from === null || results[side].streams === 0)
-      return '';
-    const n = results[side].streams;
-    const per = (us: number): number => Math.round(us / n);
-    const thread = (name: string): number =>
-      (to.threads.get(name) ?? 0) - (from.threads.get(name) ?? 0);
+    const cpu = cpuPerStream(
+      before[side],
+      pid === undefined ? null : readCpu(pid),
+      results[side].streams,
+    );
+    if (cpu === null) return '';
     return (
-      `  cpu/stream main ${per(to.process.main - from.process.main)} µs, ` +
-      `all threads ${per(to.process.all - from.process.all)} µs ` +
-      `(V8 helpers ${per(thread('V8Worker'))}, workers ${per(thread('WorkerThread'))})`
+      `  cpu/stream main ${cpu.mainUs} µs, all threads ${cpu.allUs} µs ` +
+      `(V8 helpers ${cpu.helpersUs}, workers ${cpu.workersUs})`
     );
   });
 }
@@ -470,11 +441,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     services = new ServiceTurns();
     let from = epochMs();
     const b2b = await backToBack(P.turns);
-    const backToBackDifference = show(
-      '8 streams back to back',
-      b2b,
-      cpuPerStream(pids, before, b2b),
-    );
+    const backToBackDifference = show('8 streams back to back', b2b, cpuLines(pids, before, b2b));
     services.print(b2b);
     await showStages(from, epochMs(), WAVE);
     clearWriteDelays();
@@ -492,7 +459,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     const pacedDifference = show(
       '16 streams/s at 50 tokens/s',
       paced,
-      cpuPerStream(pids, before, paced),
+      cpuLines(pids, before, paced),
     );
     services.print(paced);
     await showStages(from, epochMs());

@@ -5,6 +5,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { cpuTicks, StealCount } from './host-steal.ts';
+import type { CpuPerStream } from './proc-cpu.ts';
 import { balancedRounds } from './turn-order.ts';
 
 export interface Target {
@@ -558,6 +559,11 @@ export interface StreamLoopResult {
   eventsPerStream: number;
   ttft: Percentiles;
   ttlt: Percentiles;
+  /**
+   * The side's process CPU a stream over the section (bench/proc-cpu.ts), set by the full run;
+   * null for the direct side (no process of its own) or off Linux. Absent before session 64.
+   */
+  cpuPerStream?: CpuPerStream | null;
   /**
    * Each turn's own TTFT p50, in the order taken: one a round, so a gateway's turn can be set
    * against the bare proxy's of the same round (the report's spread of the TTFT goals). Absent in

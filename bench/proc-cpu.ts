@@ -57,6 +57,54 @@ export function threadCpu(pid: number): ThreadCpu {
   return out;
 }
 
+/** One process's CPU readings: the process (exited threads included) and its live threads by name. */
+export interface CpuReading {
+  process: ProcessCpu;
+  threads: ThreadCpu;
+}
+
+/** The process's readings now, or null when it is gone or this is not Linux. */
+export function readCpu(pid: number): CpuReading | null {
+  const whole = processCpu(pid);
+  if (whole === null) return null;
+  try {
+    return { process: whole, threads: threadCpu(pid) };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A process's CPU µs a stream between two readings: its main thread, all its threads, and of
+ * them V8's helper threads (GC's parallel and concurrent work, compile jobs) and its worker
+ * threads (the store's). The section's other sides idle meanwhile, so it is the process's own
+ * turns plus its idle background through the others'.
+ */
+export interface CpuPerStream {
+  mainUs: number;
+  allUs: number;
+  helpersUs: number;
+  workersUs: number;
+}
+
+export function cpuPerStream(
+  from: CpuReading | null | undefined,
+  to: CpuReading | null | undefined,
+  streams: number,
+): CpuPerStream | null {
+  if (from === null || from === undefined || to === null || to === undefined || streams <= 0)
+    return null;
+  const per = (us: number): number => Math.round(us / streams);
+  const thread = (name: string): number =>
+    (to.threads.get(name) ?? 0) - (from.threads.get(name) ?? 0);
+  return {
+    mainUs: per(to.process.main - from.process.main),
+    allUs: per(to.process.all - from.process.all),
+    helpersUs: per(thread('V8Worker')),
+    workersUs: per(thread('WorkerThread')),
+  };
+}
+
 /** CPU µs used so far by the host's Postgres and by its Redis (processes by their `comm`). */
 export interface ServiceCpu {
   postgres: number;

@@ -143,6 +143,11 @@ function rows(r: BenchResults): Row[] {
   };
   const st = (s: SideId) => r.stream[s] ?? null;
   const ps = (s: SideId) => r.pacedStream?.[s] ?? null;
+  /** A section's CPU a stream off the process's main thread (V8's helpers and its workers). */
+  const offMain = (x: StreamLoopResult | null): number | null => {
+    const cpu = x?.cpuPerStream;
+    return cpu === undefined || cpu === null ? null : cpu.helpersUs + cpu.workersUs;
+  };
   const c = r.params.concurrency;
   const rate = r.latency.ratePerSec;
   const mem = (s: SideId) => r.memory.afterWarmup[s]?.rssMB ?? null;
@@ -276,6 +281,20 @@ function rows(r: BenchResults): Row[] {
       compare: 'diff',
     },
     {
+      label: 'stream CPU/stream, all threads',
+      unit: 'µs',
+      digits: 0,
+      value: (s) => st(s)?.cpuPerStream?.allUs ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'stream CPU/stream, helpers+workers',
+      unit: 'µs',
+      digits: 0,
+      value: (s) => offMain(st(s)),
+      compare: 'diff',
+    },
+    {
       label: `paced stream TTFT p50 (${pace(r)})`,
       unit: 'ms',
       digits: 3,
@@ -301,6 +320,20 @@ function rows(r: BenchResults): Row[] {
       unit: '%',
       digits: 1,
       value: (s) => ps(s)?.hostStealPct ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'paced CPU/stream, all threads',
+      unit: 'µs',
+      digits: 0,
+      value: (s) => ps(s)?.cpuPerStream?.allUs ?? null,
+      compare: 'diff',
+    },
+    {
+      label: 'paced CPU/stream, helpers+workers',
+      unit: 'µs',
+      digits: 0,
+      value: (s) => offMain(ps(s)),
       compare: 'diff',
     },
     { label: 'RSS after warm-up', unit: 'MB', digits: 1, value: mem, compare: 'ratio' },
@@ -331,11 +364,11 @@ export function sideBySide(r: BenchResults): string[] {
         const a = row.value(g);
         const b = row.value(ref);
         let text = '–';
-        if (a !== null && b !== null && b !== 0) {
+        if (a !== null && b !== null && (b !== 0 || row.compare === 'diff')) {
           text =
             row.compare === 'ratio'
               ? `${(a / b).toFixed(2)}×`
-              : `${a - b >= 0 ? '+' : ''}${(a - b).toFixed(3)}`;
+              : `${a - b >= 0 ? '+' : ''}${(a - b).toFixed(row.digits)}`;
         }
         comparisons.push(text.padStart(w));
       }

@@ -26,6 +26,7 @@ import {
   type StreamLoopResult,
   type Target,
 } from './load.ts';
+import { cpuPerStream, readCpu, type CpuReading } from './proc-cpu.ts';
 import type { ConfigArgs, ConfigBenchResult } from './procs/config.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import type { ProxyArgs } from './procs/proxy.ts';
@@ -460,11 +461,40 @@ async function main(): Promise<void> {
     log(`streams warm-up: ${P.streamWarmupSlices} turns of ${streamTurnMs} ms per side`);
     await streamTurns(P.streamWarmupSlices);
     log(`streams: ${P.streamSlices} turns of ${streamTurnMs} ms per side`);
+    // Each process's CPU a stream over the section: on 2 cores, what a side spends beside the
+    // proxy (its V8 helpers and store thread included) is taken from the streams that start
+    // while others run (docs/performance.md, session 64).
+    const cpuNow = (): Partial<Record<SideId, CpuReading | null>> => {
+      const now: Partial<Record<SideId, CpuReading | null>> = {};
+      for (const id of sides) {
+        const pid = child[id]?.pid;
+        now[id] = pid === undefined ? null : readCpu(pid);
+      }
+      return now;
+    };
+    const withCpu = (
+      before: Partial<Record<SideId, CpuReading | null>>,
+      section: Partial<Record<SideId, StreamLoopResult>>,
+    ): void => {
+      for (const id of sides) {
+        const r = section[id];
+        if (r === undefined) continue;
+        const pid = child[id]?.pid;
+        r.cpuPerStream = cpuPerStream(
+          before[id],
+          pid === undefined ? null : readCpu(pid),
+          r.streams,
+        );
+      }
+    };
+    let cpuBefore = cpuNow();
     results.stream = await streamTurns(P.streamSlices);
+    withCpu(cpuBefore, results.stream);
 
     // Streams at a model's pace, right after the section above (the stream path is warm).
     const pacedTurnMs = P.pacedMs / P.pacedSlices;
     log(`paced streams: ${P.pacedSlices} turns of ${pacedTurnMs} ms per side`);
+    cpuBefore = cpuNow();
     results.pacedStream = await interleavedPacedStreamLoop(
       sides.map((id) => ({ id, target: target(id) })),
       {
@@ -476,6 +506,7 @@ async function main(): Promise<void> {
         between,
       },
     );
+    withCpu(cpuBefore, results.pacedStream);
 
     // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
     // up to longRunRequests, or as many as longRunMaxMs allows.

@@ -32,6 +32,10 @@ describe('npm run bench:quick', () => {
     const out = join(dir, 'quick.json');
     const run = await runQuick(out);
     expect(run.code, run.output.slice(-3000)).toBe(0);
+    if (process.platform === 'linux') {
+      expect(run.output).toMatch(/stream CPU\/stream, all threads\s+µs\s+–\s+\d+/);
+      expect(run.output).toMatch(/paced CPU\/stream, helpers\+workers\s+µs\s+–\s+\d+/);
+    }
     const r = JSON.parse(await readFile(out, 'utf8')) as BenchResults;
 
     expect(r.machine.cores).toBeGreaterThan(0);
@@ -69,6 +73,17 @@ describe('npm run bench:quick', () => {
       );
       expect(r.pacedStream?.[side]?.firstWaveTtft, side).toBeNull();
       expect(r.pacedStream?.[side]?.laterWavesTtft, side).toBeNull();
+      // Each process's CPU a stream over both stream sections (Linux); the direct side has none.
+      for (const section of [r.stream[side], r.pacedStream?.[side]]) {
+        const cpu = section?.cpuPerStream;
+        if (side === 'direct' || process.platform !== 'linux') {
+          expect(cpu ?? null, side).toBeNull();
+          continue;
+        }
+        expect(cpu?.allUs, side).toBeGreaterThan(0);
+        expect(cpu!.allUs, side).toBeGreaterThanOrEqual(cpu!.mainUs);
+        expect(cpu!.helpersUs + cpu!.workersUs, side).toBeLessThanOrEqual(cpu!.allUs);
+      }
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       // The host's steal over each section's turns: a share, or null where /proc/stat is absent.
