@@ -560,7 +560,7 @@ export interface StreamLoopResult {
   ttft: Percentiles;
   ttlt: Percentiles;
   /**
-   * The side's process CPU a stream over the section (bench/proc-cpu.ts), set by the full run;
+   * The side's process CPU a stream over its own turns (bench/proc-cpu.ts), set by the full run;
    * null for the direct side (no process of its own) or off Linux. Absent before session 64.
    */
   cpuPerStream?: CpuPerStream | null;

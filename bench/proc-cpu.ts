@@ -105,6 +105,54 @@ export function cpuPerStream(
   };
 }
 
+/**
+ * Each side's process CPU over its own turns of a section taken in turns, from a turn's start to
+ * the next turn's (so the tail of its work in the gap after its turn is its own), and not over
+ * the other sides' turns, where it idles: a section's whole span put an idle gateway's timers and
+ * polls (~8–10 ms a second) on its streams three times over, ~0.5 ms a back-to-back stream and
+ * ~2 ms a paced one with four sides (session 64). `turn(next)` is called as each turn starts.
+ */
+export class TurnCpu<K extends string> {
+  private readonly pids: Partial<Record<K, number>>;
+  private readonly used = new Map<K, { main: number; all: number; threads: ThreadCpu }>();
+  private side: K | null = null;
+  private start: CpuReading | null = null;
+
+  constructor(pids: Partial<Record<K, number>>) {
+    this.pids = pids;
+  }
+
+  /** Ends the running side's share, if any, and starts `next`'s (null: none). */
+  turn(next: K | null): void {
+    if (this.side !== null && this.start !== null) {
+      const pid = this.pids[this.side];
+      const now = pid === undefined ? null : readCpu(pid);
+      if (now !== null) {
+        const sum = this.used.get(this.side) ?? { main: 0, all: 0, threads: new Map() };
+        sum.main += now.process.main - this.start.process.main;
+        sum.all += now.process.all - this.start.process.all;
+        for (const [name, us] of now.threads)
+          sum.threads.set(
+            name,
+            (sum.threads.get(name) ?? 0) + us - (this.start.threads.get(name) ?? 0),
+          );
+        this.used.set(this.side, sum);
+      }
+    }
+    this.side = next;
+    const pid = next === null ? undefined : this.pids[next];
+    this.start = pid === undefined ? null : readCpu(pid);
+  }
+
+  /** `side`'s CPU a stream over its turns; null without a process, a reading or a stream. */
+  perStream(side: K, streams: number): CpuPerStream | null {
+    const used = this.used.get(side);
+    if (used === undefined) return null;
+    const zero: CpuReading = { process: { main: 0, all: 0 }, threads: new Map() };
+    return cpuPerStream(zero, { process: used, threads: used.threads }, streams);
+  }
+}
+
 /** CPU µs used so far by the host's Postgres and by its Redis (processes by their `comm`). */
 export interface ServiceCpu {
   postgres: number;

@@ -26,7 +26,7 @@ import {
   type StreamLoopResult,
   type Target,
 } from './load.ts';
-import { cpuPerStream, readCpu, type CpuReading } from './proc-cpu.ts';
+import { TurnCpu } from './proc-cpu.ts';
 import type { ConfigArgs, ConfigBenchResult } from './procs/config.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import type { ProxyArgs } from './procs/proxy.ts';
@@ -280,10 +280,13 @@ async function main(): Promise<void> {
     // turns right after the Postgres+Redis gateway's read p99s of 23.1 and 27.8 ms at the median
     // against 12.7 and 11.6 after the direct call's (decision 0008, session 35 addendum; bench:ab
     // has had the same gap since session 26).
-    const between = async (): Promise<void> => {
+    // Set through the stream sections only (see withCpu below).
+    let turnCpu: TurnCpu<SideId> | null = null;
+    const between = async (next: string): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
       if (P.turnGapMs > 0) await sleep(P.turnGapMs);
+      turnCpu?.turn(next as SideId);
     };
     const gatewayArgs = (pgUrl: string | null, redisUrl: string | null): GatewayArgs => ({
       upstream: upstream.url,
@@ -461,40 +464,30 @@ async function main(): Promise<void> {
     log(`streams warm-up: ${P.streamWarmupSlices} turns of ${streamTurnMs} ms per side`);
     await streamTurns(P.streamWarmupSlices);
     log(`streams: ${P.streamSlices} turns of ${streamTurnMs} ms per side`);
-    // Each process's CPU a stream over the section: on 2 cores, what a side spends beside the
-    // proxy (its V8 helpers and store thread included) is taken from the streams that start
-    // while others run (docs/performance.md, session 64).
-    const cpuNow = (): Partial<Record<SideId, CpuReading | null>> => {
-      const now: Partial<Record<SideId, CpuReading | null>> = {};
-      for (const id of sides) {
-        const pid = child[id]?.pid;
-        now[id] = pid === undefined ? null : readCpu(pid);
-      }
-      return now;
-    };
-    const withCpu = (
-      before: Partial<Record<SideId, CpuReading | null>>,
-      section: Partial<Record<SideId, StreamLoopResult>>,
-    ): void => {
+    // Each process's CPU a stream over its own turns (proc-cpu.ts's TurnCpu): on 2 cores, what a
+    // side spends beside the proxy (its V8 helpers and store thread included) is taken from the
+    // streams that start while others run (docs/performance.md, session 64).
+    const pids: Partial<Record<SideId, number>> = {};
+    for (const id of sides) {
+      const pid = child[id]?.pid;
+      if (pid !== undefined) pids[id] = pid;
+    }
+    const withCpu = (section: Partial<Record<SideId, StreamLoopResult>>): void => {
+      turnCpu?.turn(null);
       for (const id of sides) {
         const r = section[id];
-        if (r === undefined) continue;
-        const pid = child[id]?.pid;
-        r.cpuPerStream = cpuPerStream(
-          before[id],
-          pid === undefined ? null : readCpu(pid),
-          r.streams,
-        );
+        if (r !== undefined) r.cpuPerStream = turnCpu?.perStream(id, r.streams) ?? null;
       }
+      turnCpu = null;
     };
-    let cpuBefore = cpuNow();
+    turnCpu = new TurnCpu(pids);
     results.stream = await streamTurns(P.streamSlices);
-    withCpu(cpuBefore, results.stream);
+    withCpu(results.stream);
 
     // Streams at a model's pace, right after the section above (the stream path is warm).
     const pacedTurnMs = P.pacedMs / P.pacedSlices;
     log(`paced streams: ${P.pacedSlices} turns of ${pacedTurnMs} ms per side`);
-    cpuBefore = cpuNow();
+    turnCpu = new TurnCpu(pids);
     results.pacedStream = await interleavedPacedStreamLoop(
       sides.map((id) => ({ id, target: target(id) })),
       {
@@ -506,7 +499,7 @@ async function main(): Promise<void> {
         between,
       },
     );
-    withCpu(cpuBefore, results.pacedStream);
+    withCpu(results.pacedStream);
 
     // Memory over a long run (after GC), on the default deployment, from the warm gateway on:
     // up to longRunRequests, or as many as longRunMaxMs allows.

@@ -1,0 +1,32 @@
+// bench/proc-cpu.ts's TurnCpu: a side's CPU counts over its own turns only, not over the others'.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { TurnCpu } from '../../bench/proc-cpu.ts';
+
+function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until);
+}
+
+describe.skipIf(process.platform !== 'linux')('TurnCpu', () => {
+  it("credits a process's CPU to the side whose turn it was", async () => {
+    // Both sides are this process: what tells them apart is whose turn the CPU was spent in.
+    const cpu = new TurnCpu<'busy' | 'idle' | 'none'>({ busy: process.pid, idle: process.pid });
+    for (let round = 0; round < 2; round++) {
+      cpu.turn('busy');
+      spin(150);
+      cpu.turn('idle');
+      await sleep(150);
+    }
+    cpu.turn(null);
+    const busy = cpu.perStream('busy', 3)!;
+    const idle = cpu.perStream('idle', 3)!;
+    // 300 ms of spinning over 3 streams: ~100,000 µs each, in 10 ms ticks.
+    expect(busy.mainUs).toBeGreaterThanOrEqual(80_000);
+    expect(busy.allUs).toBeGreaterThanOrEqual(busy.mainUs);
+    expect(idle.mainUs).toBeLessThan(busy.mainUs / 4);
+    // A side without a process, or without streams, has no figure.
+    expect(cpu.perStream('none', 3)).toBeNull();
+    expect(cpu.perStream('busy', 0)).toBeNull();
+  });
+});
