@@ -105,6 +105,9 @@ export function cpuPerStream(
   };
 }
 
+/** A reading of nothing: what TurnCpu's sums count from. */
+const NO_CPU: CpuReading = { process: { main: 0, all: 0 }, threads: new Map() };
+
 /**
  * Each side's process CPU over its own turns of a section taken in turns, from a turn's start to
  * the next turn's (so the tail of its work in the gap after its turn is its own), and not over
@@ -114,7 +117,8 @@ export function cpuPerStream(
  */
 export class TurnCpu<K extends string> {
   private readonly pids: Partial<Record<K, number>>;
-  private readonly used = new Map<K, { main: number; all: number; threads: ThreadCpu }>();
+  /** Each side's CPU summed over its turns so far, as a reading from zero. */
+  private readonly used = new Map<K, CpuReading>();
   private side: K | null = null;
   private start: CpuReading | null = null;
 
@@ -124,32 +128,29 @@ export class TurnCpu<K extends string> {
 
   /** Ends the running side's share, if any, and starts `next`'s (null: none). */
   turn(next: K | null): void {
-    if (this.side !== null && this.start !== null) {
-      const pid = this.pids[this.side];
-      const now = pid === undefined ? null : readCpu(pid);
-      if (now !== null) {
-        const sum = this.used.get(this.side) ?? { main: 0, all: 0, threads: new Map() };
-        sum.main += now.process.main - this.start.process.main;
-        sum.all += now.process.all - this.start.process.all;
-        for (const [name, us] of now.threads)
-          sum.threads.set(
-            name,
-            (sum.threads.get(name) ?? 0) + us - (this.start.threads.get(name) ?? 0),
-          );
-        this.used.set(this.side, sum);
-      }
+    const side = this.side;
+    const start = this.start;
+    const now = side === null || start === null ? null : this.read(side);
+    if (side !== null && start !== null && now !== null) {
+      const sum = this.used.get(side) ?? { process: { main: 0, all: 0 }, threads: new Map() };
+      sum.process.main += now.process.main - start.process.main;
+      sum.process.all += now.process.all - start.process.all;
+      for (const [name, us] of now.threads)
+        sum.threads.set(name, (sum.threads.get(name) ?? 0) + us - (start.threads.get(name) ?? 0));
+      this.used.set(side, sum);
     }
     this.side = next;
-    const pid = next === null ? undefined : this.pids[next];
-    this.start = pid === undefined ? null : readCpu(pid);
+    this.start = next === null ? null : this.read(next);
   }
 
   /** `side`'s CPU a stream over its turns; null without a process, a reading or a stream. */
   perStream(side: K, streams: number): CpuPerStream | null {
-    const used = this.used.get(side);
-    if (used === undefined) return null;
-    const zero: CpuReading = { process: { main: 0, all: 0 }, threads: new Map() };
-    return cpuPerStream(zero, { process: used, threads: used.threads }, streams);
+    return cpuPerStream(NO_CPU, this.used.get(side), streams);
+  }
+
+  private read(side: K): CpuReading | null {
+    const pid = this.pids[side];
+    return pid === undefined ? null : readCpu(pid);
   }
 }
 

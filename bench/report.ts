@@ -143,11 +143,26 @@ function rows(r: BenchResults): Row[] {
   };
   const st = (s: SideId) => r.stream[s] ?? null;
   const ps = (s: SideId) => r.pacedStream?.[s] ?? null;
-  /** A section's CPU a stream off the process's main thread (V8's helpers and its workers). */
-  const offMain = (x: StreamLoopResult | null): number | null => {
-    const cpu = x?.cpuPerStream;
-    return cpu === undefined || cpu === null ? null : cpu.helpersUs + cpu.workersUs;
-  };
+  /** A stream section's CPU a stream: all threads, and off the main thread (helpers, workers). */
+  const cpuRows = (section: string, of: (s: SideId) => StreamLoopResult | null): Row[] => [
+    {
+      label: `${section} CPU/stream, all threads`,
+      unit: 'µs',
+      digits: 0,
+      value: (s) => of(s)?.cpuPerStream?.allUs ?? null,
+      compare: 'diff',
+    },
+    {
+      label: `${section} CPU/stream, helpers+workers`,
+      unit: 'µs',
+      digits: 0,
+      value: (s) => {
+        const cpu = of(s)?.cpuPerStream;
+        return cpu === undefined || cpu === null ? null : cpu.helpersUs + cpu.workersUs;
+      },
+      compare: 'diff',
+    },
+  ];
   const c = r.params.concurrency;
   const rate = r.latency.ratePerSec;
   const mem = (s: SideId) => r.memory.afterWarmup[s]?.rssMB ?? null;
@@ -280,20 +295,7 @@ function rows(r: BenchResults): Row[] {
       value: (s) => st(s)?.hostStealPct ?? null,
       compare: 'diff',
     },
-    {
-      label: 'stream CPU/stream, all threads',
-      unit: 'µs',
-      digits: 0,
-      value: (s) => st(s)?.cpuPerStream?.allUs ?? null,
-      compare: 'diff',
-    },
-    {
-      label: 'stream CPU/stream, helpers+workers',
-      unit: 'µs',
-      digits: 0,
-      value: (s) => offMain(st(s)),
-      compare: 'diff',
-    },
+    ...cpuRows('stream', st),
     {
       label: `paced stream TTFT p50 (${pace(r)})`,
       unit: 'ms',
@@ -322,20 +324,7 @@ function rows(r: BenchResults): Row[] {
       value: (s) => ps(s)?.hostStealPct ?? null,
       compare: 'diff',
     },
-    {
-      label: 'paced CPU/stream, all threads',
-      unit: 'µs',
-      digits: 0,
-      value: (s) => ps(s)?.cpuPerStream?.allUs ?? null,
-      compare: 'diff',
-    },
-    {
-      label: 'paced CPU/stream, helpers+workers',
-      unit: 'µs',
-      digits: 0,
-      value: (s) => offMain(ps(s)),
-      compare: 'diff',
-    },
+    ...cpuRows('paced', ps),
     { label: 'RSS after warm-up', unit: 'MB', digits: 1, value: mem, compare: 'ratio' },
   ];
 }
