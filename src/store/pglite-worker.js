@@ -7,11 +7,14 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { PGlite } from '@electric-sql/pglite';
 import { pgliteOptions } from './pglite-options.js';
+import { PreparedStatements } from './pglite-statements.js';
 import { lowerThisThreadsPriority, WORKER_NICE_STEP } from './worker-nice.js';
 
 const { dataDir } = workerData;
 lowerThisThreadsPriority(WORKER_NICE_STEP);
 const ready = PGlite.create(pgliteOptions(dataDir));
+/** Each query text parsed once, then one pass into the WASM a call (decision 0073). */
+let statements = null;
 const port = parentPort;
 
 port.on('message', (req) => {
@@ -33,8 +36,9 @@ port.on('message', (req) => {
         port.postMessage({ id: req.id, rows: [] });
         return;
       }
-      const result = await db.query(req.text, req.params);
-      port.postMessage({ id: req.id, rows: result.rows });
+      statements ??= new PreparedStatements(db);
+      const rows = await statements.query(req.text, req.params);
+      port.postMessage({ id: req.id, rows });
     } catch (err) {
       port.postMessage({
         id: req.id,
