@@ -14,8 +14,13 @@ const { serialize } = protocol;
 /** Texts kept prepared; past it the least recently used is closed (the store's are ~40). */
 export const MAX_PREPARED = 256;
 
-/** SQLSTATE 0A000: a prepared statement's result type changed under it (a migration). */
-const FEATURE_NOT_SUPPORTED = '0A000';
+/**
+ * A prepared statement's result type changed under it (a migration): SQLSTATE 0A000 raised by
+ * the plan cache's revalidation, not any other 0A000 (which a function may raise).
+ */
+function resultTypeChanged(err) {
+  return err?.code === '0A000' && err?.routine === 'RevalidateCachedQuery';
+}
 
 const EXECUTE_SYNC = concat([serialize.execute({}), serialize.sync()]);
 
@@ -48,7 +53,11 @@ export class PreparedStatements {
     return this.#byText.size;
   }
 
-  /** The rows of `text` run with `params`, as `db.query(text, params)` returns them. */
+  /**
+   * The rows of `text` run with `params`, as `db.query(text, params)` returns them. It takes
+   * PGlite's query lock only, not its transaction lock first as `db.query`, `db.exec` and COPY
+   * do: the worker's driver sends one message at a time, so nothing waits on both.
+   */
   query(text, params) {
     return this.#db.runExclusive(() => this.#query(text, params));
   }
@@ -60,7 +69,7 @@ export class PreparedStatements {
     } catch (err) {
       // Its result type changed since it was prepared: forget it and, outside a transaction
       // block (where the error has not aborted anything), prepare it again and run it once more.
-      if (err?.code !== FEATURE_NOT_SUPPORTED) throw err;
+      if (!resultTypeChanged(err)) throw err;
       this.#forget(text);
       if (this.#db.isInTransaction()) throw err;
       return await this.#run(await this.#prepare(text), params);
@@ -75,7 +84,10 @@ export class PreparedStatements {
       return serialize ? serialize(value) : value.toString();
     });
     const bind = serialize.bind({ statement: statement.name, values });
-    const { messages } = await this.#db.execProtocol(concat([bind, EXECUTE_SYNC]));
+    // The Stream form parses the answer as it comes, where execProtocol copies it whole first.
+    const messages = await this.#db.execProtocolStream(concat([bind, EXECUTE_SYNC]), {
+      syncToFs: true,
+    });
     // The least recently used text goes first when the map is full.
     this.#byText.delete(statement.text);
     this.#byText.set(statement.text, statement);
@@ -96,7 +108,7 @@ export class PreparedStatements {
       serialize.describe({ type: 'S', name }),
       serialize.sync(),
     );
-    const { messages } = await this.#db.execProtocol(concat(parts), { syncToFs: false });
+    const messages = await this.#db.execProtocolStream(concat(parts), { syncToFs: false });
     const params = messages.find((m) => m.name === 'parameterDescription');
     const rows = messages.find((m) => m.name === 'rowDescription');
     const statement = {

@@ -112,6 +112,20 @@ describe('PreparedStatements', () => {
     ]);
   });
 
+  it('runs a call once when the 0A000 it meets is not a changed result type', async () => {
+    // A function may raise 0A000 itself: that is its error, not a stale statement to run again.
+    await db.exec(`CREATE SEQUENCE IF NOT EXISTS calls;
+      CREATE OR REPLACE FUNCTION unsupported(x int) RETURNS int LANGUAGE plpgsql AS $$
+      BEGIN PERFORM nextval('calls'); RAISE EXCEPTION 'not here' USING ERRCODE = '0A000'; END $$`);
+    const before = await statements.query('SELECT nextval($1) AS n', ['calls']);
+    await expect(statements.query('SELECT unsupported($1)', [1])).rejects.toMatchObject({
+      code: '0A000',
+      message: 'not here',
+    });
+    const after = await statements.query('SELECT nextval($1) AS n', ['calls']);
+    expect((after[0]!.n as bigint) - (before[0]!.n as bigint)).toBe(2n);
+  });
+
   it(`keeps at most ${MAX_PREPARED} texts and closes the least recently used`, async () => {
     const hot = 'SELECT $1::int AS n';
     await statements.query(hot, [0]);
