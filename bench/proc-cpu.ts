@@ -106,7 +106,7 @@ export function cpuPerStream(
 }
 
 /** A reading of nothing: what TurnCpu's sums count from. */
-const NO_CPU: CpuReading = { process: { main: 0, all: 0 }, threads: new Map() };
+const noCpu = (): CpuReading => ({ process: { main: 0, all: 0 }, threads: new Map() });
 
 /**
  * Each side's process CPU over its own turns of a section taken in turns, from a turn's start to
@@ -132,7 +132,7 @@ export class TurnCpu<K extends string> {
     const start = this.start;
     const now = side === null || start === null ? null : this.read(side);
     if (side !== null && start !== null && now !== null) {
-      const sum = this.used.get(side) ?? { process: { main: 0, all: 0 }, threads: new Map() };
+      const sum = this.used.get(side) ?? noCpu();
       sum.process.main += now.process.main - start.process.main;
       sum.process.all += now.process.all - start.process.all;
       for (const [name, us] of now.threads)
@@ -145,7 +145,7 @@ export class TurnCpu<K extends string> {
 
   /** `side`'s CPU a stream over its turns; null without a process, a reading or a stream. */
   perStream(side: K, streams: number): CpuPerStream | null {
-    return cpuPerStream(NO_CPU, this.used.get(side), streams);
+    return cpuPerStream(noCpu(), this.used.get(side), streams);
   }
 
   private read(side: K): CpuReading | null {
