@@ -81,7 +81,13 @@ interface Lease {
   /** Charges settled here and not yet written. */
   pending: Nano;
   lastUsed: number;
-  growing: Promise<ReserveResult | 'not_found'> | null;
+  /** The grow running: for an admission, or ahead of one ('ahead', which answers nobody). */
+  growing: Promise<ReserveResult | 'not_found' | 'ahead'> | null;
+  /**
+   * An admission that leaves less free than this grows the lease ahead, in the background
+   * (decision 0074): a quarter of the lease its last grow left; 0: none until a grow gets more.
+   */
+  aheadBelow: Nano;
   /**
    * The database confirmed the account (exists, active) and this holder's lease row. Until then
    * every admission asks it, a zero reservation included.
@@ -139,6 +145,9 @@ const wholeMs = (ms: number): number => (ms > 0 ? Math.ceil(ms) : 0);
  * far from the point where the slack decides whether a request is admitted.
  */
 const ROOM_FACTOR = 4n;
+
+/** A lease grows ahead once less than this share of what its last grow left is free (0074). */
+const AHEAD_SHARE = 4n;
 
 /** What a lease can still admit, or give back: granted - held - pending. */
 const freeOf = (l: Lease): Nano => l.granted - l.held - l.pending;
@@ -214,6 +223,7 @@ export class LeaseBook {
         pending: 0n,
         lastUsed: 0,
         growing: null,
+        aheadBelow: 0n,
         known: false,
         roomAskedAt: -Infinity,
         roomy: false,
@@ -240,6 +250,8 @@ export class LeaseBook {
       // Concurrent admissions short of money wait on one grow.
       lease.growing ??= this.startGrow(input.accountId, lease, input.amountNano - free);
       const r = await lease.growing;
+      // A grow ahead confirms nothing (the account may have been disabled meanwhile): look again.
+      if (r === 'ahead') continue;
       if (r === 'not_found') {
         throw new StoreError('not_found', `account ${input.accountId} not found`);
       }
@@ -248,6 +260,9 @@ export class LeaseBook {
     }
     lease.held += input.amountNano;
     lease.lastUsed = performance.now();
+    if (freeOf(lease) < lease.aheadBelow && lease.growing === null) {
+      this.growAhead(input.accountId, lease);
+    }
     const open: Open = {
       requestId: input.requestId,
       clientRequestId: input.clientRequestId,
@@ -291,6 +306,27 @@ export class LeaseBook {
   }
 
   /**
+   * Grows the lease before an admission needs it (decision 0074): a request short of money waits
+   * for a grow, and the grow waits on the chain for the write in flight (a commit of 13 ms at the
+   * median on a host with a slow disk, 142 at worst): every admission meanwhile waited with it,
+   * one spell every ~2 s at 500 req/s. Started while a quarter of the lease is left, it is done
+   * before the rest runs out. Its outcome is nobody's answer: a request that finds the lease
+   * still short grows it itself and meets the refusal or the error there.
+   */
+  private growAhead(accountId: string, lease: Lease): void {
+    if (this.shrinkNow.has(accountId)) return; // its slack is going back (a negative adjustment)
+    lease.aheadBelow = 0n; // one at a time: the grow sets the next mark
+    const growing = this.onChain(() => this.grow(accountId, 0n)).then(
+      (): 'ahead' => 'ahead',
+      (): 'ahead' => 'ahead',
+    );
+    lease.growing = growing;
+    void growing.then(() => {
+      lease.growing = null;
+    });
+  }
+
+  /**
    * One round trip: the lease grows by at least what is missing, and by up to growFactor times
    * the request plus what is already held, so a busy account grows rarely (bounded by half of
    * what is available when that is still enough, to leave the rest to other instances).
@@ -303,6 +339,8 @@ export class LeaseBook {
     if (need > INT8_MAX) return 'insufficient';
     const wanted = need + this.growFactor * (need + lease.held + lease.pending);
     const desired = wanted > INT8_MAX ? INT8_MAX : wanted;
+    // On the chain, so no write moves it before the grow's answer is in.
+    const before = lease.granted;
     const r = await growLease(
       this.driver,
       this.holderId,
@@ -317,6 +355,9 @@ export class LeaseBook {
     const now = this.lease(accountId);
     now.granted = r.leaseNano;
     now.known = true;
+    // A grow that got nothing more (the balance is all held) sets no mark: the next grow is one a
+    // request asks for, and a refusal is its answer.
+    now.aheadBelow = r.leaseNano > before ? r.leaseNano / AHEAD_SHARE : 0n;
     return 'ok';
   }
 

@@ -69,6 +69,63 @@ function interceptOnce(driver: Driver, match: RegExp, answer: () => Promise<neve
   });
 }
 
+/** Counts the lease grows asked through a driver (on PGlite every store of a database's). */
+function countGrows(driver: Driver): { asked: number } {
+  const counts = { asked: 0 };
+  const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
+  const query = d.query;
+  d.query = function (this: Driver, text, params) {
+    if (/switchyard_grow_lease/.test(text)) counts.asked++;
+    return query.call(this, text, params);
+  } as Driver['query'];
+  return counts;
+}
+
+/**
+ * The next statement whose text matches waits until `release()`, then goes to the database;
+ * `came` resolves when it arrived.
+ */
+function holdOnce(driver: Driver, match: RegExp): { came: Promise<void>; release: () => void } {
+  const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
+  const query = d.query;
+  let release = (): void => undefined;
+  const gate = new Promise<void>((open) => (release = open));
+  const came = new Promise<void>((arrived) => {
+    d.query = function (this: Driver, text, params) {
+      if (!match.test(text)) return query.call(this, text, params);
+      d.query = query;
+      arrived();
+      return gate.then(() => query.call(this, text, params));
+    } as Driver['query'];
+  });
+  return { came, release };
+}
+
+/**
+ * Resolves a turn of the loop after the next transaction through the driver has ended: once
+ * whatever its caller does straight after it has run.
+ */
+function afterTransaction(driver: Driver): Promise<void> {
+  const d = driver as { -readonly [K in keyof Driver]: Driver[K] };
+  const transaction = d.transaction;
+  return new Promise((ended) => {
+    d.transaction = function (this: Driver, fn) {
+      d.transaction = transaction;
+      return transaction.call(this, fn).finally(() => setImmediate(ended));
+    } as Driver['transaction'];
+  });
+}
+
+/** Polls until the account's lease is `want` (a few seconds at most); the last one read. */
+async function leasedBecomes(read: () => Promise<Account | null>, want: bigint): Promise<bigint> {
+  for (let i = 0; i < 150; i++) {
+    const leased = (await read())?.leasedNano;
+    if (leased === want) return leased;
+    await sleep(20);
+  }
+  return (await read())?.leasedNano ?? -1n;
+}
+
 /** Polls until the account holds no lease (a few seconds at most). */
 async function leaseGone(read: () => Promise<Account | null>): Promise<bigint | undefined> {
   for (let i = 0; i < 150; i++) {
@@ -125,6 +182,89 @@ export function describeLeaseConformance(
       );
       expect(more.every((r) => r.result === 'ok')).toBe(true);
       expect(calls.queries + calls.transactions).toBe(afterFirst);
+    });
+
+    it('grows a lease ahead once a quarter of it is left, and admits meanwhile', async () => {
+      // Decision 0074. One request of 1,000 grows a lease of 17,000: the mark is 4,250 free.
+      const { account, key } = await funded(YUAN);
+      const store = await db.open(true);
+      const grows = countGrows(store.driver);
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      expect(grows.asked).toBe(1);
+      for (let i = 0; i < 11; i++)
+        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      // 12,000 held, 5,000 free: above the mark, nothing asked.
+      expect(grows.asked).toBe(1);
+      const grow = holdOnce(store.driver, /switchyard_grow_lease/);
+      // 13,000 held leaves 4,000: the grow ahead starts, and the admission did not wait for it.
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      await grow.came;
+      // While it is held, what the lease still has is admitted: 4 more of 1,000.
+      for (let i = 0; i < 4; i++)
+        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      grow.release();
+      // It took 16 times what was held when it started (13,000): 17,000 + 208,000.
+      expect(await leasedBecomes(() => admin.getAccount(account.id), 225_000n)).toBe(225_000n);
+      expect(grows.asked).toBe(2);
+      // The next admissions come from the grown lease; no other grow is asked.
+      for (let i = 0; i < 5; i++)
+        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      expect(grows.asked).toBe(2);
+      await store.close();
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(YUAN);
+    });
+
+    it('a grow ahead that fails, or gets nothing, answers no request and is not repeated', async () => {
+      // A balance of 20,000, of which the first grow takes 17,000.
+      const { account, key } = await funded(20_000n);
+      const store = await db.open(true);
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      for (let i = 0; i < 11; i++) await reserveOn(store, account, key, 1000n);
+      // The grow ahead fails (a lost connection): the admission that started it is still ok.
+      const failed = failOnce(store.driver, /switchyard_grow_lease/);
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      await failed;
+      // The mark is spent: the next admissions ask nothing until the lease is short.
+      const grows = countGrows(store.driver);
+      for (let i = 0; i < 4; i++)
+        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      expect(grows.asked).toBe(0);
+      // 17,000 held: the next request is short and grows the lease itself, by the 3,000 left.
+      // That leaves 2,000 free, under the new mark (5,000): a grow ahead follows, and gets nothing
+      // (the balance is all held), so it sets no mark and is not asked again.
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      expect(await leasedBecomes(() => admin.getAccount(account.id), 20_000n)).toBe(20_000n);
+      await sleep(50);
+      expect(grows.asked).toBe(2);
+      for (let i = 0; i < 2; i++) {
+        expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      }
+      expect(grows.asked).toBe(2);
+      // 20,000 held: the next is refused by its own grow, as without a grow ahead.
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('insufficient');
+      expect(grows.asked).toBe(3);
+      await store.close();
+      expect((await admin.getAccount(account.id))?.balanceNano).toBe(20_000n);
+    });
+
+    it('a grow ahead does not answer for an account disabled while it ran', async () => {
+      const { account, key } = await funded(YUAN);
+      const store = await db.open(true);
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      for (let i = 0; i < 11; i++) await reserveOn(store, account, key, 1000n);
+      const grow = holdOnce(store.driver, /switchyard_grow_lease/);
+      expect((await reserveOn(store, account, key, 1000n)).result).toBe('ok');
+      await grow.came;
+      // Disabled through this store while the grow ahead is held: the next request waits on the
+      // grow in flight, which answers nothing for it, and then asks the database itself.
+      const statusSet = afterTransaction(store.driver);
+      const disabled = store.setAccountStatus(account.id, 'disabled');
+      await statusSet;
+      const next = reserveOn(store, account, key, 1000n);
+      grow.release();
+      await disabled;
+      expect((await next).result).toBe('account_disabled');
+      await store.close();
     });
 
     it('writes many settlements in a few transactions, each charged exactly once', async () => {
