@@ -316,14 +316,10 @@ export class LeaseBook {
   private growAhead(accountId: string, lease: Lease): void {
     if (this.shrinkNow.has(accountId)) return; // its slack is going back (a negative adjustment)
     lease.aheadBelow = 0n; // one at a time: the grow sets the next mark
-    const growing = this.onChain(() => this.grow(accountId, 0n)).then(
+    lease.growing = this.startGrow(accountId, lease, 0n).then(
       (): 'ahead' => 'ahead',
       (): 'ahead' => 'ahead',
     );
-    lease.growing = growing;
-    void growing.then(() => {
-      lease.growing = null;
-    });
   }
 
   /**
