@@ -49,7 +49,7 @@ import {
   type Target,
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
-import { cpuPerStream, readCpu, serviceCpu, type CpuReading, type ServiceCpu } from './proc-cpu.ts';
+import { cpuPerStream, readCpu, ServiceTurns, type CpuReading } from './proc-cpu.ts';
 import { intervalText, median, signed } from './report.ts';
 import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
@@ -173,46 +173,19 @@ function cpuLines(
   });
 }
 
-/**
- * The host's Postgres and Redis CPU over each side's turns (session 63): CPU taken from the same
- * 2 cores as a gateway's own, which its process's figures leave out. A side's share runs from
- * its turn's start to the next turn's: the gap after a turn holds the tail of its write-behind.
- * Sides on neither read the servers' background (Redis's timers, the Postgres gateways' polls),
- * the floor to read a gateway on them against. Ticks are 10 ms: ±50 µs a stream over a section.
- */
-class ServiceTurns {
-  private readonly used = new Map<Side, ServiceCpu>();
-  private side: Side | null = null;
-  private last: ServiceCpu | null = null;
-
-  /** Ends the running side's share, if any, and starts `next`'s (null: none). */
-  turn(next: Side | null): void {
-    const now = serviceCpu();
-    if (now === null) return;
-    if (this.side !== null && this.last !== null) {
-      const sum = this.used.get(this.side) ?? { postgres: 0, 'redis-server': 0 };
-      sum.postgres += now.postgres - this.last.postgres;
-      sum['redis-server'] += now['redis-server'] - this.last['redis-server'];
-      this.used.set(this.side, sum);
-    }
-    this.side = next;
-    this.last = now;
-  }
-
-  /** Prints the section's line: each side's Postgres and Redis µs a stream; nothing off Linux. */
-  print(results: Record<Side, StreamLoopResult>): void {
-    this.turn(null);
-    if (this.used.size === 0) return;
-    const cells = SIDES.map((side) => {
-      const used = this.used.get(side);
-      const n = results[side].streams;
-      if (used === undefined || n === 0) return `${side} –`;
-      return `${side} ${Math.round(used.postgres / n)} + ${Math.round(used['redis-server'] / n)}`;
-    });
-    console.log(
-      `  host's Postgres + Redis CPU over each side's turns (µs a stream): ${cells.join(', ')}`,
-    );
-  }
+/** Prints a section's line: each side's Postgres and Redis µs a stream; nothing off Linux. */
+function printServices(
+  services: ServiceTurns<Side>,
+  results: Record<Side, StreamLoopResult>,
+): void {
+  services.turn(null);
+  const cells = SIDES.map((side) => {
+    const used = services.perStream(side, results[side].streams);
+    return used === null ? null : `${side} ${used.postgresUs} + ${used.redisUs}`;
+  });
+  if (cells.every((c) => c === null)) return;
+  const line = cells.map((c, i) => c ?? `${SIDES[i]} –`).join(', ');
+  console.log(`  host's Postgres + Redis CPU over each side's turns (µs a stream): ${line}`);
 }
 
 /** Prints a section's table; returns this checkout's TTFT p50 minus the base's (ms). */
@@ -390,7 +363,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     // plus a write) lets that work finish outside every turn; quick mode measures nothing and skips
     // it. The order now also puts each side after each other side equally often (decision 0056).
     // Read over the measured sections' turns only (null through the warm-up).
-    let services: ServiceTurns | null = null;
+    let services: ServiceTurns<Side> | null = null;
     const between = async (next: string): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
@@ -438,15 +411,15 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     await backToBack(P.warmup);
     clearWriteDelays();
     let before = cpuNow();
-    services = new ServiceTurns();
+    services = new ServiceTurns<Side>();
     let from = epochMs();
     const b2b = await backToBack(P.turns);
     const backToBackDifference = show('8 streams back to back', b2b, cpuLines(pids, before, b2b));
-    services.print(b2b);
+    printServices(services, b2b);
     await showStages(from, epochMs(), WAVE);
     clearWriteDelays();
     before = cpuNow();
-    services = new ServiceTurns();
+    services = new ServiceTurns<Side>();
     from = epochMs();
     const paced = await interleavedPacedStreamLoop(sides, {
       ratePerSec: 16,
@@ -461,7 +434,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       paced,
       cpuLines(pids, before, paced),
     );
-    services.print(paced);
+    printServices(services, paced);
     await showStages(from, epochMs());
     return { backToBack: backToBackDifference, paced: pacedDifference };
   } finally {

@@ -5,7 +5,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { cpuTicks, StealCount } from './host-steal.ts';
-import type { CpuPerStream } from './proc-cpu.ts';
+import type { CpuPerStream, ServiceCpuPerStream } from './proc-cpu.ts';
 import { balancedRounds } from './turn-order.ts';
 
 export interface Target {
@@ -564,6 +564,13 @@ export interface StreamLoopResult {
    * null for the direct side (no process of its own) or off Linux. Absent before session 64.
    */
   cpuPerStream?: CpuPerStream | null;
+  /**
+   * The host's Postgres and Redis CPU a stream over this side's turns (bench/proc-cpu.ts's
+   * ServiceTurns), set by the full run: what a gateway on them adds to the same 2 cores beside its
+   * own process. The other sides read the servers' background. Null off Linux; absent before
+   * session 68.
+   */
+  serviceCpuPerStream?: ServiceCpuPerStream | null;
   /**
    * Each turn's own TTFT p50, in the order taken: one a round, so a gateway's turn can be set
    * against the bare proxy's of the same round (the report's spread of the TTFT goals). Absent in

@@ -189,3 +189,47 @@ export function serviceCpu(): ServiceCpu | null {
   }
   return total;
 }
+
+/** The host's Postgres and Redis CPU a stream over one side's turns (µs). */
+export interface ServiceCpuPerStream {
+  postgresUs: number;
+  redisUs: number;
+}
+
+/**
+ * The host's Postgres and Redis CPU over each side's turns of a section (session 63): CPU taken
+ * from the same 2 cores as a gateway's own, which its process's figures leave out. A side's share
+ * runs from its turn's start to the next turn's, as TurnCpu's does: the gap after a turn holds the
+ * tail of its write-behind. Sides on neither read the servers' background (Redis's timers, the
+ * Postgres gateway's polls), the floor to read a gateway on them against. Ticks are 10 ms: ±50 µs
+ * a stream over a section. `turn(next)` is called as each turn starts.
+ */
+export class ServiceTurns<K extends string> {
+  private readonly used = new Map<K, ServiceCpu>();
+  private side: K | null = null;
+  private last: ServiceCpu | null = null;
+
+  /** Ends the running side's share, if any, and starts `next`'s (null: none). */
+  turn(next: K | null): void {
+    const now = serviceCpu();
+    if (now === null) return;
+    if (this.side !== null && this.last !== null) {
+      const sum = this.used.get(this.side) ?? { postgres: 0, 'redis-server': 0 };
+      sum.postgres += now.postgres - this.last.postgres;
+      sum['redis-server'] += now['redis-server'] - this.last['redis-server'];
+      this.used.set(this.side, sum);
+    }
+    this.side = next;
+    this.last = now;
+  }
+
+  /** `side`'s Postgres and Redis µs a stream; null without a reading (not Linux) or a stream. */
+  perStream(side: K, streams: number): ServiceCpuPerStream | null {
+    const used = this.used.get(side);
+    if (used === undefined || streams <= 0) return null;
+    return {
+      postgresUs: Math.round(used.postgres / streams),
+      redisUs: Math.round(used['redis-server'] / streams),
+    };
+  }
+}

@@ -162,6 +162,18 @@ function rows(r: BenchResults): Row[] {
       },
       compare: 'diff',
     },
+    {
+      // Every side reads it (the direct call and the proxy: the servers' background), so the
+      // Postgres gateway's column over the proxy's is what it adds there (session 68).
+      label: `${section} CPU/stream, host's Postgres+Redis`,
+      unit: 'µs',
+      digits: 0,
+      value: (s) => {
+        const cpu = of(s)?.serviceCpuPerStream;
+        return cpu === undefined || cpu === null ? null : cpu.postgresUs + cpu.redisUs;
+      },
+      compare: 'diff',
+    },
   ];
   const c = r.params.concurrency;
   const rate = r.latency.ratePerSec;

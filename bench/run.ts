@@ -26,7 +26,7 @@ import {
   type StreamLoopResult,
   type Target,
 } from './load.ts';
-import { TurnCpu } from './proc-cpu.ts';
+import { ServiceTurns, TurnCpu } from './proc-cpu.ts';
 import type { ConfigArgs, ConfigBenchResult } from './procs/config.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import type { ProxyArgs } from './procs/proxy.ts';
@@ -282,11 +282,13 @@ async function main(): Promise<void> {
     // has had the same gap since session 26).
     // Set through the stream sections only (see withCpu below).
     let turnCpu: TurnCpu<SideId> | null = null;
+    let serviceTurns: ServiceTurns<SideId> | null = null;
     const between = async (next: string): Promise<void> => {
       collectGarbage();
       await upstream.memory(true);
       if (P.turnGapMs > 0) await sleep(P.turnGapMs);
       turnCpu?.turn(next as SideId);
+      serviceTurns?.turn(next as SideId);
     };
     const gatewayArgs = (pgUrl: string | null, redisUrl: string | null): GatewayArgs => ({
       upstream: upstream.url,
@@ -466,7 +468,9 @@ async function main(): Promise<void> {
     log(`streams: ${P.streamSlices} turns of ${streamTurnMs} ms per side`);
     // Each process's CPU a stream over its own turns (proc-cpu.ts's TurnCpu): on 2 cores, what a
     // side spends beside the proxy (its V8 helpers and store thread included) is taken from the
-    // streams that start while others run (docs/performance.md, session 64).
+    // streams that start while others run (docs/performance.md, session 64). And the host's
+    // Postgres and Redis CPU over each side's turns, which a gateway on them adds to the same
+    // cores beside its process (session 68; bench:ab has printed it since session 63).
     const pids: Partial<Record<SideId, number>> = {};
     for (const id of sides) {
       const pid = child[id]?.pid;
@@ -474,13 +478,18 @@ async function main(): Promise<void> {
     }
     const withCpu = (section: Partial<Record<SideId, StreamLoopResult>>): void => {
       turnCpu?.turn(null);
+      serviceTurns?.turn(null);
       for (const id of sides) {
         const r = section[id];
-        if (r !== undefined) r.cpuPerStream = turnCpu?.perStream(id, r.streams) ?? null;
+        if (r === undefined) continue;
+        r.cpuPerStream = turnCpu?.perStream(id, r.streams) ?? null;
+        r.serviceCpuPerStream = serviceTurns?.perStream(id, r.streams) ?? null;
       }
       turnCpu = null;
+      serviceTurns = null;
     };
     turnCpu = new TurnCpu(pids);
+    serviceTurns = new ServiceTurns();
     results.stream = await streamTurns(P.streamSlices);
     withCpu(results.stream);
 
@@ -488,6 +497,7 @@ async function main(): Promise<void> {
     const pacedTurnMs = P.pacedMs / P.pacedSlices;
     log(`paced streams: ${P.pacedSlices} turns of ${pacedTurnMs} ms per side`);
     turnCpu = new TurnCpu(pids);
+    serviceTurns = new ServiceTurns();
     results.pacedStream = await interleavedPacedStreamLoop(
       sides.map((id) => ({ id, target: target(id) })),
       {

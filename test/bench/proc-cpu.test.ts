@@ -1,7 +1,10 @@
-// bench/proc-cpu.ts's TurnCpu: a side's CPU counts over its own turns only, not over the others'.
+// bench/proc-cpu.ts's TurnCpu: a side's CPU counts over its own turns only, not over the others';
+// and ServiceTurns: the host's Postgres CPU counts to the side whose turn made it work.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { cpuPerStream, TurnCpu } from '../../bench/proc-cpu.ts';
+import { cpuPerStream, ServiceTurns, TurnCpu } from '../../bench/proc-cpu.ts';
+import pg from 'pg';
+import { describeWithoutPostgres, PG_URL, pgUnreachable } from '../store/pg-server.ts';
 
 function spin(ms: number): void {
   const until = performance.now() + ms;
@@ -58,3 +61,36 @@ describe('cpuPerStream', () => {
     expect(cpuPerStream(null, at(1, 1, 0), 3)).toBeNull();
   });
 });
+
+const unreachable = process.platform === 'linux' ? await pgUnreachable() : null;
+if (unreachable !== null) describeWithoutPostgres('ServiceTurns', unreachable);
+else
+  describe.skipIf(process.platform !== 'linux')('ServiceTurns', () => {
+    it("credits the host's Postgres CPU to the side whose turn made it work", async () => {
+      // One connection held throughout, as the gateway's pool holds its: a backend that ends
+      // between two readings moves its CPU into the postmaster's reaped total only once reaped.
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      const services = new ServiceTurns<'busy' | 'idle' | 'none'>();
+      try {
+        for (let round = 0; round < 2; round++) {
+          services.turn('busy');
+          // ~100-300 ms of the backend's CPU on this host.
+          await client.query('SELECT count(*) FROM generate_series(1, 3000000)');
+          services.turn('idle');
+          await sleep(150);
+        }
+        services.turn(null);
+      } finally {
+        await client.end();
+      }
+      const busy = services.perStream('busy', 2)!;
+      const idle = services.perStream('idle', 2)!;
+      expect(busy.postgresUs).toBeGreaterThanOrEqual(20_000);
+      expect(idle.postgresUs).toBeLessThan(busy.postgresUs / 4);
+      expect(busy.redisUs).toBeGreaterThanOrEqual(0);
+      // A side that had no turn, or no streams, has no figure.
+      expect(services.perStream('none', 2)).toBeNull();
+      expect(services.perStream('busy', 0)).toBeNull();
+    });
+  });

@@ -84,6 +84,16 @@ describe('npm run bench:quick', () => {
         expect(cpu!.allUs, side).toBeGreaterThanOrEqual(cpu!.mainUs);
         expect(cpu!.helpersUs + cpu!.workersUs, side).toBeLessThanOrEqual(cpu!.allUs);
       }
+      // The host's Postgres and Redis CPU a stream over each side's turns, every side (Linux).
+      for (const section of [r.stream[side], r.pacedStream?.[side]]) {
+        const services = section?.serviceCpuPerStream;
+        if (process.platform !== 'linux') {
+          expect(services ?? null, side).toBeNull();
+          continue;
+        }
+        expect(services?.postgresUs, side).toBeGreaterThanOrEqual(0);
+        expect(services?.redisUs, side).toBeGreaterThanOrEqual(0);
+      }
       // Counted from the load generator's pools, so a middle that drops idle connections shows.
       expect(r.pacedStream?.[side]?.connections, side).toBeGreaterThan(0);
       // The host's steal over each section's turns: a share, or null where /proc/stat is absent.
