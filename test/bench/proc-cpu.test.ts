@@ -1,9 +1,9 @@
 // bench/proc-cpu.ts's TurnCpu: a side's CPU counts over its own turns only, not over the others';
 // and ServiceTurns: the host's Postgres CPU counts to the side whose turn made it work.
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { cpuPerStream, ServiceTurns, TurnCpu } from '../../bench/proc-cpu.ts';
-import pg from 'pg';
 import { describeWithoutPostgres, PG_URL, pgUnreachable } from '../store/pg-server.ts';
 
 function spin(ms: number): void {
