@@ -24,6 +24,9 @@
 // the state a full run measures streams in (a grown heap, usage rows, lease and limiter state).
 // `--this-preload=N` sends them to this checkout's gateway only: with `.` as the other checkout,
 // it measures what that state alone does to the stream figures (session 61).
+// `--profiles[=µs]` runs both gateways under `--cpu-prof` (a sample every 500 µs unless given) and
+// prints, after each section, where each one's main thread spent its time a stream within the
+// section, side by side (bench/profile-diff.ts); the sampling is in that run's figures.
 // `--processes=N` does all of it N times, every side started afresh each time, and ends with
 // this − base of each run, their mean and a 95% interval over the runs: one run's interval is
 // drawn from its rounds, which share their processes, and two runs with the same code on both
@@ -50,6 +53,7 @@ import {
 } from './load.ts';
 import type { GatewayArgs } from './procs/gateway.ts';
 import { cpuPerStream, readCpu, ServiceTurns, type CpuReading } from './proc-cpu.ts';
+import { printProfileDiff, readThreadProfiles, type ProfileWindow } from './profile-diff.ts';
 import { intervalText, median, signed } from './report.ts';
 import { addedP50Interval, mean, meanInterval } from './round-interval.ts';
 import {
@@ -73,7 +77,8 @@ const baseDir = argv.find((a) => !a.startsWith('--'));
 if (baseDir === undefined) {
   console.error(
     'usage: npm run bench:ab -- <other checkout> [--quick] [--pg] [--stages] [--this-flags="…"]' +
-      ' [--this-on=<pg|pglite>+<redis|memory>] [--preload=N | --this-preload=N] [--processes=N]',
+      ' [--this-on=<pg|pglite>+<redis|memory>] [--preload=N | --this-preload=N] [--processes=N]' +
+      ' [--profiles[=µs]]',
   );
   process.exit(2);
 }
@@ -106,6 +111,18 @@ function countArg(prefix: string): number {
   }
   return n;
 }
+const profilesArg = argv.find((a) => a === '--profiles' || a.startsWith('--profiles='));
+/** The gateways' CPU profiles' sampling interval (µs), or null without `--profiles`. */
+const profileIntervalUs = ((): number | null => {
+  if (profilesArg === undefined) return null;
+  const text = profilesArg.split('=')[1];
+  const us = text === undefined ? 500 : Number(text);
+  if (!Number.isInteger(us) || us < 50) {
+    console.error(`--profiles takes a sampling interval of 50 µs or more, not "${text}"`);
+    process.exit(2);
+  }
+  return us;
+})();
 const preloadBoth = countArg('--preload=');
 const preloadThis = countArg('--this-preload=');
 const THIS_FLAGS_ARG = '--this-flags=';
@@ -280,6 +297,14 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
+/** Now in the CPU profiles' clock (CLOCK_MONOTONIC µs, which process.hrtime reads). */
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
+/** A gateway's node flags for `--profiles`: its profiles go to `dir`. */
+function profileFlags(dir: string | null): string[] {
+  if (dir === null || profileIntervalUs === null) return [];
+  return ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-interval=${profileIntervalUs}`];
+}
 
 /** Each probed side's origin, as undici names it in its diagnostics (load.ts's write delays). */
 const sideOrigins: Partial<Record<Side, string>> = {};
@@ -291,6 +316,12 @@ const other = (await import(pathToFileURL(join(resolve(baseDir), 'bench', 'child
 /** One run of both sections with every side started afresh; this − base TTFT p50 of each (ms). */
 async function runOnce(): Promise<{ backToBack: number; paced: number }> {
   const children: BenchChild[] = [];
+  // --profiles: each gateway writes its profiles at exit; each section's window is kept for them.
+  const profileDir =
+    profileIntervalUs === null ? null : mkdtempSync(join(tmpdir(), 'sy-ab-profiles-'));
+  const windows: ProfileWindow[] = [];
+  let result: { backToBack: number; paced: number };
+  let gatewayPids: { base: number; this: number } | null = null;
   try {
     const upstreamArgs: UpstreamArgs = {
       streamChunks: P.chunks,
@@ -317,10 +348,16 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
         [],
         probeEnv('proxy'),
       ),
-      other.startChild('base', 'gateway', gatewayArgs, GATEWAY_NODE_FLAGS, {
-        ...GATEWAY_ENV,
-        ...probeEnv('base'),
-      }),
+      other.startChild(
+        'base',
+        'gateway',
+        gatewayArgs,
+        [...GATEWAY_NODE_FLAGS, ...profileFlags(profileDir)],
+        {
+          ...GATEWAY_ENV,
+          ...probeEnv('base'),
+        },
+      ),
       startChild(
         'this',
         'gateway',
@@ -329,11 +366,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
           pgUrl: thisOn.pg ? PG_URL : null,
           redisUrl: thisOn.redis ? REDIS_URL : null,
         },
-        [...GATEWAY_NODE_FLAGS, ...thisFlags],
+        [...GATEWAY_NODE_FLAGS, ...thisFlags, ...profileFlags(profileDir)],
         { ...GATEWAY_ENV, ...probeEnv('this') },
       ),
     ]);
     children.push(proxy, base, mine);
+    gatewayPids = { base: base.pid, this: mine.pid };
     for (const [side, c] of [
       ['proxy', proxy],
       ['base', base],
@@ -413,7 +451,18 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     let before = cpuNow();
     services = new ServiceTurns<Side>();
     let from = epochMs();
+    let fromUs = monotonicUs();
     const b2b = await backToBack(P.turns);
+    const streamsOf = (r: Record<Side, StreamLoopResult>): ProfileWindow['streams'] => ({
+      base: r.base.streams,
+      this: r.this.streams,
+    });
+    windows.push({
+      title: '8 streams back to back',
+      fromUs,
+      toUs: monotonicUs(),
+      streams: streamsOf(b2b),
+    });
     const backToBackDifference = show('8 streams back to back', b2b, cpuLines(pids, before, b2b));
     printServices(services, b2b);
     await showStages(from, epochMs(), WAVE);
@@ -421,6 +470,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     before = cpuNow();
     services = new ServiceTurns<Side>();
     from = epochMs();
+    fromUs = monotonicUs();
     const paced = await interleavedPacedStreamLoop(sides, {
       ratePerSec: 16,
       connections: 64,
@@ -429,6 +479,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       body: chatBody('bench-paced', true),
       between,
     });
+    windows.push({
+      title: '16 streams/s at 50 tokens/s',
+      fromUs,
+      toUs: monotonicUs(),
+      streams: streamsOf(paced),
+    });
     const pacedDifference = show(
       '16 streams/s at 50 tokens/s',
       paced,
@@ -436,10 +492,19 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     );
     printServices(services, paced);
     await showStages(from, epochMs());
-    return { backToBack: backToBackDifference, paced: pacedDifference };
+    result = { backToBack: backToBackDifference, paced: pacedDifference };
   } finally {
     for (const c of children.reverse()) await c.stop().catch(() => undefined);
   }
+  // The profiles are written as the gateways exit, so they are read after the run.
+  if (profileDir !== null && gatewayPids !== null) {
+    const base = await readThreadProfiles(profileDir, gatewayPids.base);
+    const mine = await readThreadProfiles(profileDir, gatewayPids.this);
+    console.log(`\ngateways' CPU profiles (a sample every ${profileIntervalUs} µs)`);
+    for (const window of windows) printProfileDiff(window, base, mine);
+    rmSync(profileDir, { recursive: true, force: true });
+  }
+  return result;
 }
 
 // `--processes=N`: N runs, each with its own processes. A process keeps what it started with for

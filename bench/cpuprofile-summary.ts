@@ -1,7 +1,8 @@
 // Sums a V8 .cpuprofile (node --cpu-prof) into self time per function and per file or package,
 // so the profile of the gateway under load reads as a short table in the report.
 // Run alone: `node bench/cpuprofile-summary.ts <file.cpuprofile> [--top 25]`.
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 
 interface CallFrame {
   functionName: string;
@@ -14,7 +15,7 @@ interface ProfileNode {
   callFrame: CallFrame;
 }
 
-interface CpuProfile {
+export interface CpuProfile {
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
@@ -110,12 +111,37 @@ export function summariseProfile(
   };
 }
 
+/**
+ * The profiles that process `pid` wrote to `dir`: its main thread's and its workers'. node names
+ * each `CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile`, thread 0 being the main thread; a
+ * gateway on PGlite writes its worker's beside it, and its initdb child one of its own.
+ */
+export async function profileFiles(
+  dir: string,
+  pid: number,
+): Promise<{ main: string; workers: string[] }> {
+  let main: string | null = null;
+  const workers: string[] = [];
+  for (const file of await readdir(dir)) {
+    const [, , , filePid, thread] = file.split('.');
+    if (!file.endsWith('.cpuprofile') || Number(filePid) !== pid) continue;
+    if (thread === '0') main = join(dir, file);
+    else workers.push(join(dir, file));
+  }
+  if (main === null) throw new Error(`no main-thread profile of process ${pid} in ${dir}`);
+  return { main, workers };
+}
+
+export async function readProfile(file: string): Promise<CpuProfile> {
+  return JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
+}
+
 export async function summariseProfileFile(
   file: string,
   n = 25,
   window: { fromUs: number; toUs: number } | null = null,
 ): Promise<ProfileSummary> {
-  return summariseProfile(JSON.parse(await readFile(file, 'utf8')) as CpuProfile, n, window);
+  return summariseProfile(await readProfile(file), n, window);
 }
 
 export function printProfileSummary(s: ProfileSummary, n = 25): void {

@@ -2,7 +2,7 @@
 // node:http + undici proxy, measured side by side in one run on this machine, plus the config,
 // limiter and telemetry figures. `--quick` runs every section small (the test drives it).
 // Writes bench/results/bench-<time>.json (or --out <file>) and prints the table.
-import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,7 +12,7 @@ import { runInNewContext } from 'node:vm';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { startChild, type BenchChild } from './child.ts';
-import { summariseProfileFile } from './cpuprofile-summary.ts';
+import { profileFiles, summariseProfileFile } from './cpuprofile-summary.ts';
 import { runLimitsBench } from './limits-bench.ts';
 import {
   chatBody,
@@ -611,12 +611,12 @@ async function main(): Promise<void> {
     );
     const toUs = (await profiled.memory(false)).monotonicUs;
     await profiled.stop();
-    const profiles = (await readdir(profileDir)).filter((f) => f.endsWith('.cpuprofile'));
-    const profileFile = profiles[0];
-    if (profileFile === undefined) throw new Error(`no .cpuprofile written in ${profileDir}`);
+    // The main thread's: its PGlite worker and initdb child write theirs beside it, and the
+    // directory's order picked any of the three.
+    const profileFile = (await profileFiles(profileDir, profiled.pid)).main;
     results.profile = {
-      ...(await summariseProfileFile(join(profileDir, profileFile), 30, { fromUs, toUs })),
-      file: join(profileDir, profileFile),
+      ...(await summariseProfileFile(profileFile, 30, { fromUs, toUs })),
+      file: profileFile,
       side: 'gateway',
       rps: prof.rps,
     };

@@ -3,7 +3,8 @@
 // by thread kind for every side and no stream fails, the stage probe's medians for the proxy and
 // both gateways (back to back, also over each turn's first wave) and each gateway's path split
 // into its steps, only 'this' gateway's process
-// got the extra flag, and only it ran on Redis. No speed is asserted. Without Redis (outside CI)
+// got the extra flag, and only it ran on Redis; with --profiles, each section's CPU profiles of
+// both gateways' main threads side by side. No speed is asserted. Without Redis (outside CI)
 // the run keeps both gateways embedded.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +37,7 @@ describe('npm run bench:ab', () => {
       '--stages',
       '--this-flags=--no-warnings',
       '--preload=20',
+      '--profiles=200',
       ...(redisUp ? ['--this-on=pglite+redis'] : []),
     ]);
     expect(code, output).toBe(0);
@@ -138,6 +140,27 @@ describe('npm run bench:ab', () => {
           /^\s+\w+\s+front -?\d+, observer -?\d+, blacklist -?\d+, key -?\d+, body -?\d+, validated -?\d+, (rpm -?\d+, )?reserved -?\d+, planned -?\d+, upstream -?\d+ \([1-9]\d* requests\)$/,
         );
     }
+    // --profiles: after the run, each section's main-thread time of both gateways, a stream, by
+    // place and by function, with this − base.
+    const profiles = output.slice(output.indexOf("gateways' CPU profiles")).split('\n');
+    expect(profiles[0]).toBe("gateways' CPU profiles (a sample every 200 µs)");
+    for (const section of ['8 streams back to back', '16 streams/s at 50 tokens/s']) {
+      const at = profiles.findIndex((l) => l.startsWith(`  ${section}, CPU profiles`));
+      const head = new RegExp(
+        `^ {2}${section.replace('/', '\\/')}, CPU profiles \\(µs a stream; base [1-9]\\d* streams, this [1-9]\\d* streams\\): main thread busy base ([1-9]\\d*), this ([1-9]\\d*); worker threads base \\d+, this \\d+$`,
+      ).exec(profiles[at] ?? '');
+      expect(head, profiles.join('\n')).not.toBeNull();
+      expect(profiles[at + 1]).toBe(
+        '       base    this  this−base  main thread, by file or package',
+      );
+      const byFunction = profiles.indexOf(
+        '       base    this  this−base  main thread, by function',
+        at,
+      );
+      const rows = [...profiles.slice(at + 2, byFunction), profiles[byFunction + 1] ?? ''];
+      expect(rows.length).toBeGreaterThan(1);
+      for (const row of rows) expect(row).toMatch(/^ +\d+ +\d+ +[+-]\d+ {2}\S/);
+    }
   }, 120_000);
 
   it('with --processes=2 runs both sections twice, with fresh processes, and sums the runs', async () => {
@@ -167,6 +190,12 @@ describe('npm run bench:ab', () => {
     const r = spawnSync(process.execPath, [SCRIPT, ROOT, '--processes=0'], { encoding: 'utf8' });
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('--processes takes a whole number of runs, 1 or more, not "0"');
+  });
+
+  it('refuses a --profiles interval under 50 µs, before starting anything', () => {
+    const r = spawnSync(process.execPath, [SCRIPT, ROOT, '--profiles=10'], { encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--profiles takes a sampling interval of 50 µs or more, not "10"');
   });
 
   it('refuses a --this-on that names no store and limiter, before starting anything', () => {
