@@ -25,8 +25,10 @@
 // `--this-preload=N` sends them to this checkout's gateway only: with `.` as the other checkout,
 // it measures what that state alone does to the stream figures (session 61).
 // `--profiles[=µs]` runs both gateways under `--cpu-prof` (a sample every 500 µs unless given) and
-// prints, after each section, where each one's main thread spent its time a stream within the
-// section, side by side (bench/profile-diff.ts); the sampling is in that run's figures.
+// prints after the run, for each section, where each one's main thread spent its time a stream
+// within it, side by side (bench/profile-diff.ts), and where the profiles are kept. The sampling
+// costs: V8's sampler thread took ~28 ms of CPU a paced stream at 500 µs, so that run's TTFTs are
+// not the unprofiled ones.
 // `--processes=N` does all of it N times, every side started afresh each time, and ends with
 // this − base of each run, their mean and a 95% interval over the runs: one run's interval is
 // drawn from its rounds, which share their processes, and two runs with the same code on both
@@ -502,7 +504,12 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     const mine = await readThreadProfiles(profileDir, gatewayPids.this);
     console.log(`\ngateways' CPU profiles (a sample every ${profileIntervalUs} µs)`);
     for (const window of windows) printProfileDiff(window, base, mine);
-    rmSync(profileDir, { recursive: true, force: true });
+    // Kept for a closer look (a function's callers, its lines): the figures above are sums.
+    console.log(
+      `  profiles kept in ${profileDir} (base process ${gatewayPids.base}, this` +
+        ` ${gatewayPids.this}; sections' windows in their clock: ` +
+        `${windows.map((w) => `${w.fromUs}–${w.toUs}`).join(', ')})`,
+    );
   }
   return result;
 }
