@@ -455,16 +455,16 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
     let from = epochMs();
     let fromUs = monotonicUs();
     const b2b = await backToBack(P.turns);
-    const streamsOf = (r: Record<Side, StreamLoopResult>): ProfileWindow['streams'] => ({
-      base: r.base.streams,
-      this: r.this.streams,
-    });
-    windows.push({
-      title: '8 streams back to back',
-      fromUs,
-      toUs: monotonicUs(),
-      streams: streamsOf(b2b),
-    });
+    /** Keeps a section's window, from `fromUs` to now, for the gateways' profiles. */
+    const keepWindow = (title: string, r: Record<Side, StreamLoopResult>): void => {
+      windows.push({
+        title,
+        fromUs,
+        toUs: monotonicUs(),
+        streams: { base: r.base.streams, this: r.this.streams },
+      });
+    };
+    keepWindow('8 streams back to back', b2b);
     const backToBackDifference = show('8 streams back to back', b2b, cpuLines(pids, before, b2b));
     printServices(services, b2b);
     await showStages(from, epochMs(), WAVE);
@@ -481,12 +481,7 @@ async function runOnce(): Promise<{ backToBack: number; paced: number }> {
       body: chatBody('bench-paced', true),
       between,
     });
-    windows.push({
-      title: '16 streams/s at 50 tokens/s',
-      fromUs,
-      toUs: monotonicUs(),
-      streams: streamsOf(paced),
-    });
+    keepWindow('16 streams/s at 50 tokens/s', paced);
     const pacedDifference = show(
       '16 streams/s at 50 tokens/s',
       paced,

@@ -35,9 +35,14 @@ export async function readThreadProfiles(dir: string, pid: number): Promise<Thre
   };
 }
 
+/** µs a stream, from ms over a window's streams. */
+function perStreamUs(ms: number, streams: number): number {
+  return (ms * 1000) / Math.max(streams, 1);
+}
+
 /** µs a stream of each row, by name. */
 function perStream(rows: SelfTimeRow[], streams: number): Map<string, number> {
-  return new Map(rows.map((r) => [r.name, (r.selfMs * 1000) / Math.max(streams, 1)]));
+  return new Map(rows.map((r) => [r.name, perStreamUs(r.selfMs, streams)]));
 }
 
 /** Rows of both sides, the larger of the two first, `n` of them. */
@@ -71,28 +76,28 @@ export function printProfileDiff(
   const m = summariseProfile(mine.main, all, range);
   const workersUs = (p: ThreadProfiles, streams: number): number =>
     Math.round(
-      (p.workers.reduce((sum, w) => sum + summariseProfile(w, 1, range).busyMs, 0) * 1000) /
-        Math.max(streams, 1),
+      perStreamUs(
+        p.workers.reduce((sum, w) => sum + summariseProfile(w, 1, range).busyMs, 0),
+        streams,
+      ),
     );
   const s = window.streams;
   console.log(
     `  ${window.title}, CPU profiles (µs a stream; base ${s.base} streams, this ${s.this} streams):` +
-      ` main thread busy base ${Math.round((b.busyMs * 1000) / s.base)}, this` +
-      ` ${Math.round((m.busyMs * 1000) / s.this)}; worker threads base ${workersUs(base, s.base)},` +
-      ` this ${workersUs(mine, s.this)}`,
+      ` main thread busy base ${Math.round(perStreamUs(b.busyMs, s.base))}, this` +
+      ` ${Math.round(perStreamUs(m.busyMs, s.this))}; worker threads base` +
+      ` ${workersUs(base, s.base)}, this ${workersUs(mine, s.this)}`,
   );
-  console.log('       base    this  this−base  main thread, by file or package');
-  for (const [name, bu, mu] of sideBySide(
-    perStream(b.places, s.base),
-    perStream(m.places, s.this),
-    n,
-  ))
-    console.log(rowLine(name, bu, mu));
-  console.log('       base    this  this−base  main thread, by function');
-  for (const [name, bu, mu] of sideBySide(
-    perStream(b.functions, s.base),
-    perStream(m.functions, s.this),
-    n,
-  ))
-    console.log(rowLine(name, bu, mu));
+  for (const [by, key] of [
+    ['file or package', 'places'],
+    ['function', 'functions'],
+  ] as const) {
+    console.log(`       base    this  this−base  main thread, by ${by}`);
+    for (const [name, bu, mu] of sideBySide(
+      perStream(b[key], s.base),
+      perStream(m[key], s.this),
+      n,
+    ))
+      console.log(rowLine(name, bu, mu));
+  }
 }
