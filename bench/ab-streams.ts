@@ -48,6 +48,7 @@ import {
   interleavedPacedStreamLoop,
   interleavedStreamLoop,
   clearWriteDelays,
+  monotonicUs,
   stampSendTimes,
   takeWriteDelays,
   type StreamLoopResult,
@@ -299,8 +300,6 @@ async function showStages(fromMs: number, toMs: number, wave = 0): Promise<void>
 }
 
 const epochMs = (): number => performance.timeOrigin + performance.now();
-/** Now in the CPU profiles' clock (CLOCK_MONOTONIC µs, which process.hrtime reads). */
-const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
 
 /** A gateway's node flags for `--profiles`: its profiles go to `dir`. */
 function profileFlags(dir: string | null): string[] {

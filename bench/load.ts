@@ -51,6 +51,12 @@ export function chatBody(model: string, stream: boolean): string {
   });
 }
 
+/**
+ * Now in CLOCK_MONOTONIC µs, the clock process.hrtime reads in every process on the host and V8's
+ * CPU profiles use: what windows handed between processes (canary slices, profile sections) are in.
+ */
+export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n);
+
 const round3 = (ms: number): number => Math.round(ms * 1000) / 1000;
 
 /** The q-quantile of sorted samples as every figure here takes it: the ceil(q·n)-th smallest. */
@@ -529,20 +535,19 @@ export async function interleavedOpenLoop<K extends string>(
   sides: readonly { id: K; target: Target }[],
   opts: AtRateTurnOptions & { onSlice?: (id: K, fromUs: number, toUs: number) => void },
 ): Promise<Record<K, OpenLoopResult>> {
-  const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
   return inTurns(
     sides,
     { connections: opts.connections, rounds: opts.slices, between: opts.between },
     newSink,
     async (pool, target, sink, id) => {
-      const fromUs = nowUs();
+      const fromUs = monotonicUs();
       await openSlice(
         pool,
         target,
         { ratePerSec: opts.ratePerSec, durationMs: opts.sliceMs, body: opts.body },
         sink,
       );
-      opts.onSlice?.(id, fromUs, nowUs());
+      opts.onSlice?.(id, fromUs, monotonicUs());
     },
     (sink) => sinkResult(opts.ratePerSec, sink),
   );

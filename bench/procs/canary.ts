@@ -2,7 +2,7 @@
 // wake-up came. Whatever delays it (the other processes on the two cores, another tenant of the
 // VM, the hypervisor) delays every side's requests too, so its lateness during a side's windows is
 // the floor under that side's latency tail: the report prints it beside the p99s.
-import { percentiles } from '../load.ts';
+import { monotonicUs, percentiles } from '../load.ts';
 import { serveParent, toParent, type ParentMessage } from './ipc.ts';
 
 /** 2 ms: fine enough to see a stall of a few ms, 500 wake-ups a second (~1% of one core). */
@@ -14,11 +14,9 @@ const atUs = new Float64Array(CAPACITY);
 const lateMs = new Float32Array(CAPACITY);
 let count = 0;
 
-const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
-
-let expected = nowUs() + TICK_MS * 1000;
+let expected = monotonicUs() + TICK_MS * 1000;
 const tick = (): void => {
-  const now = nowUs();
+  const now = monotonicUs();
   const i = count % CAPACITY;
   atUs[i] = now;
   lateMs[i] = Math.max(0, (now - expected) / 1000);
